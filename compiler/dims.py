@@ -8,6 +8,7 @@ the front end builds is monotone in its symbols, so substituting the bounds boun
 """
 
 import itertools
+import math
 from dataclasses import dataclass
 
 import sympy
@@ -54,8 +55,8 @@ class SymbolInfo:
     Attributes
     ----------
     kind : str
-        ``"dynamic"`` (the same value everywhere in a stream) or ``"ragged"`` (may differ between
-        occurrences).
+        ``"dynamic"`` (the same value everywhere in a stream), ``"ragged"`` (may differ between
+        occurrences) or ``"count"`` (the number of elements of one ragged stream).
     bound : int or None
         Declared upper bound; hardware buffers and FIFOs are sized from it.
     origin : str
@@ -103,6 +104,14 @@ class SymbolTable:
             if sym not in self._info:
                 break
         self._info[sym] = SymbolInfo("ragged" if ragged else "dynamic", bound, origin)
+        return sym
+
+    def count_symbol(self, stream_name, bounds):
+        """The symbol ``n_<stream_name>`` counting a ragged stream's elements (kind ``"count"``)."""
+        sym = sympy.Symbol("n_" + stream_name.replace(".", "_"), integer=True, nonnegative=True)
+        if sym not in self._info:
+            bound = None if None in bounds else math.prod(bounds)
+            self._info[sym] = SymbolInfo("count", bound, stream_name)
         return sym
 
     def set_bound(self, sym, bound):

@@ -10,6 +10,8 @@ exist before it). Passes rewrite a program in place through :meth:`Program.repla
 import itertools
 from collections import defaultdict
 
+import sympy
+
 from .dims import SymbolTable, fmt_shape, norm_dim
 from .errors import StepShapeError, StepTypeError
 from .types import DType, ElemType
@@ -103,9 +105,15 @@ class Node:
     output_names = ("out",)
 
     def __init__(self, program, inputs, *, name=None, input_names=None):
+        ports = input_names or [f"in{i}" for i in range(len(inputs))]
+        if program is None:
+            bad = next((p for x, p in zip(inputs, ports) if not isinstance(x, (Stream, Node))),
+                       ports[0] if ports else "in0")
+            raise StepTypeError(f"{type(self).__name__}: port '{bad}' expects a stream, got "
+                                f"{[type(x).__name__ for x in inputs]}", op=type(self).__name__,
+                                port=bad)
         self.program = program
         self.name = name if name is not None else program._fresh_name(type(self).__name__)
-        ports = input_names or [f"in{i}" for i in range(len(inputs))]
         self.input_names = tuple(ports)
         self.inputs = tuple(as_stream(x, self.name, p) for x, p in zip(inputs, ports))
         for s, p in zip(self.inputs, ports):
@@ -168,6 +176,24 @@ class Node:
 
     def _err(self, cls, port, message):
         return cls(f"{self.name}: port '{port}' {message}", op=self.name, port=port)
+
+    # -- symbolic metrics (spec section 5); operators override what applies to them ----------
+
+    def offchip_read_bytes(self):
+        """Bytes this node reads from off-chip memory (a SymPy expression or int)."""
+        return 0
+
+    def offchip_write_bytes(self):
+        """Bytes this node writes to off-chip memory."""
+        return 0
+
+    def onchip_bytes(self):
+        """On-chip memory this node needs, in the paper's model (section 5)."""
+        return 0
+
+    def flops(self):
+        """Arithmetic operations this node performs."""
+        return 0
 
     def __repr__(self):
         args = [s.name for s in self.inputs]
@@ -260,6 +286,16 @@ class Program:
     def outputs(self):
         from .ops.io import Output
         return [n for n in self.nodes if isinstance(n, Output)]
+
+    def cardinality(self, stream):
+        """Number of elements of ``stream``: the product of its dimensions, or, when a dimension is
+        ragged, a symbol ``n_<stream>`` of its own (measured by the interpreter's trace)."""
+        if any(self.symbols.is_ragged(d) for d in stream.shape):
+            return self.symbols.count_symbol(stream.name, [self.symbols.bound(d) for d in stream.shape])
+        n = sympy.Integer(1)
+        for d in stream.shape:
+            n = n * d
+        return norm_dim(n)
 
     # -- rewriting ------------------------------------------------------------------------
 
