@@ -134,8 +134,8 @@ def expand(data, ref, b, *, op="Expand"):
             if r < b:
                 out.append(t)
                 continue
-            # the repetition ends: the data's next stop must be S_r
-            if current is not None:
+            # the repetition ends (possibly after zero copies): the data's next stop must be S_r
+            if current is not None or (di < nd and not is_stop(data[di])):
                 di += 1
             if di >= nd or not is_stop(data[di]):
                 got = "the end of the data" if di >= nd else "an element"

@@ -1,0 +1,25 @@
+"""Helpers shared by the tests: run one operator on nested-list inputs."""
+
+from stepforge.compiler.graph import Program
+from stepforge.compiler.types import Index
+from stepforge.sim.interpreter import run
+
+
+def run_op(build, *inputs, dtype=Index(), shapes=None):
+    """Build ``build(*input_streams)`` on host inputs and return its outputs as nested lists.
+
+    ``inputs`` are ``(nested_list, rank)`` pairs; every dimension is a fresh ragged symbol unless
+    ``shapes`` gives the shapes. Returns a list (one entry per output of the node).
+    """
+    p = Program("t")
+    streams, data = [], {}
+    for i, (value, rank) in enumerate(inputs):
+        shape = shapes[i] if shapes else [p.symbol(f"d{i}_{k}", ragged=True) for k in range(rank + 1)]
+        streams.append(p.input(f"x{i}", shape, dtype))
+        data[f"x{i}"] = value
+    node = build(*streams)
+    outs = list(node.outputs) if len(node.outputs) != 1 else [node.outputs[0]]
+    for j, s in enumerate(outs):
+        p.output(s, f"y{j}")
+    res = run(p, inputs=data)
+    return [res.outputs[f"y{j}"] for j in range(len(outs))]
