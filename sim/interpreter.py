@@ -178,6 +178,9 @@ def observe(stream, tokens, trace, check_bounds=True):
     """Record the measured size of every symbolic dimension of ``stream``; check its bound."""
     symbols = stream.program.symbols
     rank = stream.rank
+    card = stream.program.cardinality(stream)
+    if not isinstance(card, int) and card.is_Symbol and symbols.info(card).kind == "count":
+        trace.setdefault(card, []).append(sum(1 for t in tokens if not is_stop(t)))
     sizes = None
     for i, d in enumerate(stream.shape):
         if isinstance(d, int):
