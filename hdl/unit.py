@@ -1,0 +1,83 @@
+"""What every hardware unit shares: the status port and the error codes.
+
+Each unit of the library is a :class:`~amaranth.lib.wiring.Component` whose stream ports are named
+after the ports of the graph node it implements (``in0``, ``in1``, ``ref``, ``select`` in;
+``out``, ``flags``, ``out0``..., ``data``, ``select`` out) and which has one more port,
+``status``, of :data:`StatusSignature`:
+
+=============  =====  ===========================================================================
+member         flow   meaning
+=============  =====  ===========================================================================
+``busy``       out    the unit holds or is working on a beat this cycle
+``stall_in``   out    the unit waits for an input beat (an input it needs is not valid)
+``stall_out``  out    the unit has a beat for an output that is not ready
+``error``      out    sticky: a run-time fault was detected (stays high until reset)
+``code``       out    the :class:`ErrorCode` of the first fault (0 while ``error`` is low)
+=============  =====  ===========================================================================
+
+The system top counts ``busy``/``stall_in``/``stall_out`` cycles per unit and reports ``code``
+with the unit's id. A unit that raises ``error`` stops accepting input, so a fault never turns
+into a silent wrong answer downstream.
+"""
+
+import enum
+
+from amaranth.hdl import Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import Out
+
+__all__ = ["ErrorCode", "StatusSignature", "ERROR_CODE_BITS", "raise_error"]
+
+ERROR_CODE_BITS = 4
+
+
+class ErrorCode(enum.IntEnum):
+    """Run-time faults a unit can flag (semantics section 6)."""
+    NONE = 0
+    #: Lock-step inputs disagree on stop/has_data/last (Map, Zip, Accum over several streams).
+    STOP_MISMATCH = 1
+    #: A dynamic size exceeded its declared bound (buffer, dynamic tile, FIFO sized from a bound).
+    OVER_BOUND = 2
+    #: A partition selector's stop disagrees with the data chunk's terminating stop.
+    SELECT_MISMATCH = 3
+    #: An input stream ended while the unit still needed beats from it.
+    EARLY_END = 4
+    #: A stream ended with a buffer still open (Bufferize).
+    UNCLOSED_BUFFER = 5
+    #: An address outside its tensor (Random/Linear OffChip Load/Store).
+    ADDRESS_RANGE = 6
+    #: A reference stop disagrees with the data's stop (Expand, reference-driven Streamify).
+    REF_MISMATCH = 7
+    #: An input still had beats when the unit finished (data left over).
+    LEFTOVER = 8
+    #: A selector that must be one-hot was not (EagerMerge consumers, address generators).
+    NOT_ONE_HOT = 9
+    #: A stop level above the stream's rank, or a level the operator cannot accept.
+    BAD_STOP = 10
+
+
+StatusSignature = wiring.Signature({
+    "busy": Out(1),
+    "stall_in": Out(1),
+    "stall_out": Out(1),
+    "error": Out(1),
+    "code": Out(ERROR_CODE_BITS),
+})
+
+
+def raise_error(m, status, code, condition):
+    """Make ``status.error`` sticky-high with ``code`` the first cycle ``condition`` holds.
+
+    ``status.error`` and ``status.code`` must be driven only through this helper (it creates the
+    registers behind them the first time it is called for ``status``).
+    """
+    regs = getattr(status, "_stepforge_error_regs", None)
+    if regs is None:
+        err = Signal(name="error_flag")
+        code_reg = Signal(ERROR_CODE_BITS, name="error_code")
+        m.d.comb += [status.error.eq(err), status.code.eq(code_reg)]
+        regs = (err, code_reg)
+        status._stepforge_error_regs = regs
+    err, code_reg = regs
+    with m.If(condition & ~err):
+        m.d.sync += [err.eq(1), code_reg.eq(int(code))]
