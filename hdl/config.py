@@ -1,0 +1,170 @@
+"""Hardware parameters of a generated stepforge machine, with presets per target."""
+
+import dataclasses
+from dataclasses import dataclass
+
+from ..compiler.types import DType, fp32, int8, int16, int32
+
+__all__ = ["HardwareConfig"]
+
+
+def _check_int(name, value, minimum, what=None):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"HardwareConfig.{name} must be an int, not {value!r}")
+    if value < minimum:
+        raise ValueError(f"HardwareConfig.{name} must be >= {what or minimum}, not {value}")
+
+
+@dataclass(frozen=True)
+class HardwareConfig:
+    """Parameters of the hardware that a STeP program is lowered to.
+
+    A hardware element is a ``tile_rows x tile_cols`` tile of ``dtype`` moved in one beat
+    (architecture section 3); larger or dynamic STeP tiles are lowered onto it by hierarchical
+    tiling.
+
+    Parameters
+    ----------
+    tile_rows, tile_cols : int
+        Shape of the hardware tile (``>= 1``).
+    dtype : stepforge.compiler.types.DType
+        Element type of the hardware tile.
+    acc_dtype : stepforge.compiler.types.DType, optional
+        Accumulator type of the PCUs' multiply-accumulate: ``int32`` for an integer ``dtype`` and
+        ``fp32`` for a float one unless given. Must be of the same kind as ``dtype`` (integer or
+        float) and at least as wide.
+    pcu_lanes : int
+        SIMD lanes of one PCU (``>= 1``).
+    pcu_multipliers : int
+        Multipliers of one PCU (``>= pcu_lanes``); a PCU's initiation interval is
+        ``ceil(multiplies per beat / pcu_multipliers)``.
+    fifo_depth : int, default 2
+        Default depth of an edge FIFO before the FIFO sizing pass (``>= 1``; depth 1 halves a
+        stream's throughput, see :class:`~stepforge.hdl.fifo.StreamFIFO`).
+    mem_channels : int
+        Channels of the off-chip memory port (``>= 1``).
+    mem_bytes_per_channel : int
+        Bytes one channel moves per cycle (``>= 1``).
+    mem_latency : int
+        Cycles from a memory request to its data (``>= 0``).
+    clock_hz : int
+        Target clock frequency in Hz (``>= 1``).
+
+    Every parameter after ``dtype`` defaults to the value of the :meth:`sim` preset.
+
+    Raises
+    ------
+    ValueError
+        A parameter of the wrong type or out of range; the message names the parameter.
+    """
+
+    tile_rows: int
+    tile_cols: int
+    dtype: DType
+    acc_dtype: DType | None = None
+    pcu_lanes: int = 4
+    pcu_multipliers: int = 16
+    fifo_depth: int = 2
+    mem_channels: int = 4
+    mem_bytes_per_channel: int = 16
+    mem_latency: int = 4
+    clock_hz: int = 100_000_000
+
+    def __post_init__(self):
+        _check_int("tile_rows", self.tile_rows, 1)
+        _check_int("tile_cols", self.tile_cols, 1)
+        if not isinstance(self.dtype, DType):
+            raise ValueError(f"HardwareConfig.dtype must be a DType (int8, int16, int32, bf16, "
+                             f"fp32), not {self.dtype!r}")
+        if self.acc_dtype is None:
+            object.__setattr__(self, "acc_dtype", fp32 if self.dtype.is_float else int32)
+        for name in ("dtype", "acc_dtype"):
+            if not isinstance(getattr(self, name), DType):
+                raise ValueError(f"HardwareConfig.{name} must be a DType (int8, int16, int32, bf16, "
+                                 f"fp32), not {getattr(self, name)!r}")
+        if self.acc_dtype.is_float != self.dtype.is_float:
+            raise ValueError(f"HardwareConfig.acc_dtype {self.acc_dtype!r} must be "
+                             f"{'a float' if self.dtype.is_float else 'an integer'} type like "
+                             f"dtype {self.dtype!r}")
+        if self.acc_dtype.bits < self.dtype.bits:
+            raise ValueError(f"HardwareConfig.acc_dtype {self.acc_dtype!r} is narrower than "
+                             f"dtype {self.dtype!r}")
+        _check_int("pcu_lanes", self.pcu_lanes, 1)
+        _check_int("pcu_multipliers", self.pcu_multipliers, self.pcu_lanes,
+                   f"pcu_lanes ({self.pcu_lanes})")
+        _check_int("fifo_depth", self.fifo_depth, 1)
+        _check_int("mem_channels", self.mem_channels, 1)
+        _check_int("mem_bytes_per_channel", self.mem_bytes_per_channel, 1)
+        _check_int("mem_latency", self.mem_latency, 0)
+        _check_int("clock_hz", self.clock_hz, 1)
+
+    @property
+    def tile_elems(self):
+        """Elements of one hardware tile."""
+        return self.tile_rows * self.tile_cols
+
+    @property
+    def tile_bytes(self):
+        """Bytes of one hardware tile."""
+        return self.tile_elems * self.dtype.nbytes
+
+    @property
+    def mem_bytes_per_cycle(self):
+        """Peak off-chip bytes per cycle over all channels."""
+        return self.mem_channels * self.mem_bytes_per_channel
+
+    def replace(self, **changes):
+        """A copy with ``changes`` applied (validated like the constructor)."""
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def sim(cls):
+        """The simulation-scale machine: 4x4 int16 tiles, 16 multipliers, 4 x 16 B channels.
+
+        Returns
+        -------
+        HardwareConfig
+        """
+        return cls(tile_rows=4, tile_cols=4, dtype=int16, acc_dtype=int32,
+                   pcu_lanes=4, pcu_multipliers=16, fifo_depth=2,
+                   mem_channels=4, mem_bytes_per_channel=16, mem_latency=4,
+                   clock_hz=100_000_000)
+
+    @classmethod
+    def ice40_up5k(cls, dtype=int16):
+        """The iCE40 UP5K (iCEBreaker): 2x2 tiles, its 8 MAC16 as 8 multipliers.
+
+        Memory is one SPRAM-like channel, 16 bits wide with one cycle of latency; the clock is
+        the board's 12 MHz oscillator (no PLL).
+
+        Parameters
+        ----------
+        dtype : DType, default ``int16``
+            ``int8`` or ``int16`` (one MAC16 multiplies 16 x 16 bits).
+
+        Returns
+        -------
+        HardwareConfig
+        """
+        if dtype not in (int8, int16):
+            raise ValueError(f"the iCE40 UP5K preset supports int8 and int16 tiles, not {dtype!r}")
+        return cls(tile_rows=2, tile_cols=2, dtype=dtype, acc_dtype=int32,
+                   pcu_lanes=2, pcu_multipliers=8, fifo_depth=2,
+                   mem_channels=1, mem_bytes_per_channel=2, mem_latency=1,
+                   clock_hz=12_000_000)
+
+    @classmethod
+    def ecp5_85f(cls):
+        """The ECP5-85F (ULX3S, OrangeCrab): 4x4 int16 tiles, 16 of its 156 MULT18X18D per PCU.
+
+        Memory is two block-RAM channels of 8 bytes per cycle with two cycles of latency; the
+        clock target is 50 MHz (a 4-lane MAC measured 77-100 MHz).
+
+        Returns
+        -------
+        HardwareConfig
+        """
+        return cls(tile_rows=4, tile_cols=4, dtype=int16, acc_dtype=int32,
+                   pcu_lanes=4, pcu_multipliers=16, fifo_depth=2,
+                   mem_channels=2, mem_bytes_per_channel=8, mem_latency=2,
+                   clock_hz=50_000_000)

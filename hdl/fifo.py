@@ -1,0 +1,120 @@
+"""The edge FIFO: a stream-to-stream queue with occupancy and high-water outputs."""
+
+from amaranth.hdl import Module, Shape
+from amaranth.lib import fifo, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["StreamFIFO"]
+
+
+class StreamFIFO(wiring.Component):
+    """A synchronous first-in first-out queue between two streams.
+
+    Every beat accepted on ``i`` leaves on ``o`` once, in order. ``i.ready`` and ``o.valid`` are
+    functions of registered state only, so a chain of units joined by StreamFIFOs has no
+    combinational path from one unit's ``ready`` or ``valid`` to the next: the FIFO is the cut
+    that makes units composable and closes timing.
+
+    Two queue implementations from :mod:`amaranth.lib.fifo` are offered.
+
+    * ``buffered=False`` (the default) uses :class:`~amaranth.lib.fifo.SyncFIFO`: the head is read
+      asynchronously from the storage, so a beat written in cycle ``t`` is offered on ``o`` in
+      cycle ``t + 1`` and a FIFO of depth 2 sustains one beat per cycle. Its storage maps to
+      flip-flops or LUT RAM, which is right for the small, wide FIFOs on most edges (a beat of a
+      4x4 int16 tile is 260 bits wide and rarely needs more than 2-4 entries).
+    * ``buffered=True`` uses :class:`~amaranth.lib.fifo.SyncFIFOBuffered`: the storage is read
+      synchronously into an output register, so it maps to block RAM (``SB_RAM40_4K``,
+      ``DP16KD``) and its output is registered, at the cost of one more cycle of latency (a
+      beat written in cycle ``t`` is offered in cycle ``t + 2``) and of throughput at small
+      depths: it sustains one beat per cycle only from depth 3 on (depth 2 moves at most one
+      beat every other cycle). Use it for the deep FIFOs that the sizing pass derives from
+      symbol bounds.
+
+    With either implementation a depth-1 FIFO alternates between full and empty and so moves at
+    most one beat every other cycle. ``level`` counts every accepted beat that has not left, so
+    it equals (beats accepted on ``i``) - (beats sent on ``o``) after every clock edge, and
+    reaches ``depth`` when the consumer stalls.
+
+    Parameters
+    ----------
+    shape : amaranth.hdl.ShapeLike
+        Payload shape, usually a beat layout (:func:`~stepforge.hdl.beat.beat_layout`).
+    depth : int
+        Number of entries, ``>= 1``.
+    buffered : bool, default False
+        Select :class:`~amaranth.lib.fifo.SyncFIFOBuffered` instead of
+        :class:`~amaranth.lib.fifo.SyncFIFO` (see above).
+
+    Members
+    -------
+    i : ``In(stream.Signature(shape))``
+        Beats to enqueue. ``i.ready`` is high whenever ``level < depth`` (for ``buffered=True``:
+        whenever the storage behind the output register has room); it does not depend on
+        ``i.valid`` or ``o.ready`` combinationally.
+    o : ``Out(stream.Signature(shape))``
+        Beats in the order they were accepted.
+    level : ``Out(range(depth + 1))``
+        Current occupancy.
+    high_water : ``Out(range(depth + 1))``
+        Sticky maximum occupancy since reset: the largest value ``level`` held at any earlier
+        clock edge (a register, so it follows a new maximum of ``level`` one cycle later).
+        Cleared only by reset.
+
+    Raises
+    ------
+    ValueError
+        ``depth`` is not an int ``>= 1``.
+    """
+
+    def __init__(self, shape, depth, *, buffered=False):
+        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+            raise ValueError(f"StreamFIFO depth must be an int >= 1, not {depth!r}")
+        self._shape = shape
+        self._width = Shape.cast(shape).width
+        self._depth = depth
+        self._buffered = bool(buffered)
+        super().__init__({
+            "i": In(stream.Signature(shape)),
+            "o": Out(stream.Signature(shape)),
+            "level": Out(range(depth + 1)),
+            "high_water": Out(range(depth + 1)),
+        })
+
+    @property
+    def shape(self):
+        """The payload shape."""
+        return self._shape
+
+    @property
+    def depth(self):
+        """The number of entries."""
+        return self._depth
+
+    @property
+    def buffered(self):
+        """Whether the queue is :class:`~amaranth.lib.fifo.SyncFIFOBuffered`."""
+        return self._buffered
+
+    def __repr__(self):
+        buffered = ", buffered=True" if self._buffered else ""
+        return f"StreamFIFO({self._shape!r}, depth={self._depth}{buffered})"
+
+    def elaborate(self, platform):
+        m = Module()
+        queue_cls = fifo.SyncFIFOBuffered if self._buffered else fifo.SyncFIFO
+        m.submodules.queue = queue = queue_cls(width=self._width, depth=self._depth)
+
+        m.d.comb += [
+            queue.w_data.eq(self.i.payload),
+            queue.w_en.eq(self.i.valid),
+            self.i.ready.eq(queue.w_rdy),
+
+            self.o.payload.eq(queue.r_data),
+            self.o.valid.eq(queue.r_rdy),
+            queue.r_en.eq(self.o.ready),
+
+            self.level.eq(queue.level),
+        ]
+        with m.If(queue.level > self.high_water):
+            m.d.sync += self.high_water.eq(queue.level)
+        return m
