@@ -130,7 +130,8 @@ def configure_environment():
     ccache = _ccache()
     if ccache:
         env["OBJCACHE"] = ccache
-        env.setdefault("CCACHE_DIR", str(cache_root() / "ccache"))
+        if not env.get("CCACHE_DIR"):
+            env["CCACHE_DIR"] = str(cache_root() / "ccache")
     return {k: env[k] for k in ("VERILATOR_ROOT", "PATH", "MAKEFLAGS", "OBJCACHE", "CCACHE_DIR")
             if k in env}
 
