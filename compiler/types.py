@@ -139,7 +139,7 @@ class Buffer(ElemType):
         return len(self.shape) - 1
 
     def nbytes(self):
-        return 4  # a buffer id on the wire
+        return 2  # a 16-bit buffer id on the wire (hdl/beat.py BUFFER_ID_BITS)
 
     def contents_nbytes(self):
         n = sympy.Integer(1)
