@@ -51,6 +51,7 @@ class Context:
         self.offchip_written = {}
         self.next_buffer_id = 0
         self.live_buffers = {}
+        self.freed = []
 
     def read(self, node, nbytes):
         self.offchip_read[node.name] = self.offchip_read.get(node.name, 0) + nbytes
@@ -75,6 +76,10 @@ class Result:
         The observed values of every symbol that stands alone as a dimension of some stream.
     offchip_read, offchip_written : dict of str to int
         Bytes moved per off-chip node.
+    live_buffers : dict
+        On-chip buffers still allocated at the end (a leak when non-empty).
+    freed : list of int
+        Buffer ids in the order they were freed.
     """
     outputs: dict
     tensors: dict
@@ -82,6 +87,8 @@ class Result:
     trace: dict = field(default_factory=dict)
     offchip_read: dict = field(default_factory=dict)
     offchip_written: dict = field(default_factory=dict)
+    live_buffers: dict = field(default_factory=dict)
+    freed: list = field(default_factory=list)
 
     def tokens(self, stream):
         return self.edges[stream]
@@ -147,7 +154,8 @@ def run(program, tensors=None, inputs=None, *, keep_edges=False, check_bounds=Tr
         s = node.inputs[0]
         outputs[node.name] = to_nested(values[s], s.rank)
     return Result(outputs=outputs, tensors=memory, edges=values if keep_edges else {},
-                  trace=trace, offchip_read=ctx.offchip_read, offchip_written=ctx.offchip_written)
+                  trace=trace, offchip_read=ctx.offchip_read, offchip_written=ctx.offchip_written,
+                  live_buffers=ctx.live_buffers, freed=ctx.freed)
 
 
 def fibre_sizes(tokens, rank):

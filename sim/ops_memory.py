@@ -295,8 +295,6 @@ def streamify_consumers(program, stream):
 
 def freed(ctx):
     """The ids of the buffers freed so far, in order (``ctx.freed``)."""
-    if not hasattr(ctx, "freed"):
-        ctx.freed = []
     return ctx.freed
 
 
