@@ -2,7 +2,7 @@
 
 import sympy
 
-from ..dims import dim_eq, fmt_shape
+from ..dims import dim_eq, fmt_shape, nonzero
 from ..errors import StepShapeError, StepTypeError
 from ..graph import Node
 from ..types import Bool, Tuple
@@ -117,7 +117,7 @@ class Promote(Node):
             if isinstance(d, int):
                 top = 1 if d > 0 else 0
             else:
-                top = sympy.Piecewise((1, sympy.Gt(d, 0)), (0, True))
+                top = nonzero(d)
             shape = (top,) + x.shape
         else:
             shape = x.shape[:n - b] + (1,) + x.shape[n - b:]
