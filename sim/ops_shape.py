@@ -11,7 +11,7 @@ from ..compiler.ops.io import Input, Output
 from ..compiler.ops.shape import Expand, Flatten, Promote, RepeatStatic, Reshape, Zip
 from ..compiler.types import Tile
 from .interpreter import semantics
-from .tokens import beat_index, from_nested, is_stop, stop
+from .tokens import beat_index, from_nested, is_stop, stop, to_beats
 
 __all__ = ["flatten", "reshape", "promote", "expand", "repeat_static", "zip_streams", "pad_value"]
 
@@ -184,24 +184,36 @@ def repeat_static(tokens, n):
 
 
 def zip_streams(streams, *, op="Zip"):
-    first = streams[0]
+    """Pair the elements of streams consumed in lock step.
+
+    The streams must agree beat by beat on ``has_data``, ``stop`` and ``last`` (compared on their
+    canonical beats, as the hardware compares them); the first beat where they differ is named.
+    """
+    first = to_beats(streams[0])
     for k, other in enumerate(streams[1:], 1):
-        for i in range(max(len(first), len(other))):
+        beats = to_beats(other)
+        for i in range(max(len(first), len(beats))):
             a = first[i] if i < len(first) else None
-            b = other[i] if i < len(other) else None
+            b = beats[i] if i < len(beats) else None
             if a is None or b is None:
                 short = 0 if a is None else k
-                raise StepRuntimeError(f"{op}: in{short} ended early at beat "
-                                       f"{beat_index(streams[short], len(streams[short]) - 1) + 1 if streams[short] else 0}",
-                                       op=op, port=f"in{short}")
-            if is_stop(a) != is_stop(b) or (is_stop(a) and a.level != b.level):
-                bi = beat_index(first, i)
-                raise StepRuntimeError(f"{op}: stop mismatch between in0 and in{k} at beat {bi}: "
-                                       f"{_tok(a)} vs {_tok(b)}", op=op, beat=bi)
+                raise StepRuntimeError(f"{op}: in{short} ended early: Done at beat {i - 1} while "
+                                       f"in{k if short == 0 else 0} goes on", op=op, port=f"in{short}",
+                                       beat=i - 1)
+            if (a.has_data, a.stop, a.last) != (b.has_data, b.stop, b.last):
+                raise StepRuntimeError(f"{op}: stop mismatch between in0 and in{k} at beat {i}: "
+                                       f"{_beat(a)} vs {_beat(b)}", op=op, beat=i)
     out = []
     for toks in zip(*streams):
         out.append(toks[0] if is_stop(toks[0]) else tuple(toks))
     return out
+
+
+def _beat(b):
+    parts = ["element" if b.has_data else "no element", f"stop {b.stop}"]
+    if b.last:
+        parts.append("last")
+    return "(" + ", ".join(parts) + ")"
 
 
 def _tok(t):

@@ -82,9 +82,9 @@ class TestMap:
         p.output(Map(F.add, a, b, name="adder"), "y")
         ins = {"a": as_tiles([[1, 2], [3]], 1), "b": as_tiles([[1], [2, 3]], 1)}
         with pytest.raises(StepRuntimeError, match=r"adder: stop mismatch between in0 and in1 at "
-                           r"beat 1: an element vs S1") as e:
+                           r"beat 0: \(element, stop 0\) vs \(element, stop 1\)") as e:
             run(p, inputs=ins)
-        assert e.value.beat == 1 and e.value.op == "adder"
+        assert e.value.beat == 0 and e.value.op == "adder"
 
     def test_shape_errors_name_port_and_both_shapes(self):
         p, (a, b) = program_with(("a", [2, 4], I32), ("b", [2, 5], I32))

@@ -120,7 +120,8 @@ class TestZip:
         assert out == [[[(1, 4), (2, 5)], [(3, 6)]]]
 
     def test_stop_mismatch_names_beat(self):
-        with pytest.raises(StepRuntimeError, match=r"Zip_0: stop mismatch between in0 and in1 at beat 1"):
+        with pytest.raises(StepRuntimeError, match=r"Zip_0: stop mismatch between in0 and in1 at beat 0: "
+                                                   r"\(element, stop 0\) vs \(element, stop 1\)"):
             run_op(lambda a, b: Zip(a, b), ([[1, 2], [3]], 1), ([[4], [5, 6]], 1),
                    shapes=[[2, 3], [2, 3]])
 
