@@ -4,7 +4,7 @@ Each pass takes a program, rewrites it in place and returns it, so passes chain:
 ``insert_broadcasts(p)``.
 """
 
-__all__ = ["insert_broadcasts"]
+__all__ = ["insert_broadcasts", "tie_off"]
 
 
 def insert_broadcasts(program):
@@ -22,4 +22,15 @@ def insert_broadcasts(program):
         program.move_after(bc, stream.node)
         for out, (node, index) in zip(bc.outputs, readers):
             program.replace_input(node, index, out)
+    return program
+
+
+def tie_off(program):
+    """Give every stream that no port reads a :class:`~stepforge.compiler.ops.io.Discard`."""
+    from .ops.io import Discard
+
+    for stream, readers in list(program.consumers().items()):
+        if not readers:
+            d = Discard(stream, name=program._fresh_name(f"Discard_{stream.name}".replace(".", "_")))
+            program.move_after(d, stream.node)
     return program

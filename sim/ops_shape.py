@@ -7,7 +7,7 @@ hardware unit tests, plus its registration with the interpreter.
 import numpy as np
 
 from ..compiler.errors import StepRuntimeError
-from ..compiler.ops.io import Input, Output
+from ..compiler.ops.io import Discard, Input, Output
 from ..compiler.ops.shape import Expand, Flatten, Promote, RepeatStatic, Reshape, Zip
 from ..compiler.types import Tile
 from .interpreter import semantics
@@ -244,7 +244,7 @@ def _input(node, ins, ctx):
     return [[t if is_stop(t) else to_value(t, s.dtype, node.name) for t in toks]]
 
 
-@semantics(Output)
+@semantics(Output, Discard)
 def _output(node, ins, ctx):
     return []
 

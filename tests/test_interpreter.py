@@ -123,3 +123,19 @@ def test_dot_labels_edges_with_shapes():
     p.output(x, "y")
     dot = to_dot(p)
     assert '"x" -> "y" [label="[2, B] Index()", headlabel="in0"];' in dot
+
+
+def test_tie_off_drains_unread_outputs():
+    from stepforge.compiler.passes import tie_off
+    from stepforge import Reshape
+    p = Program("t")
+    x = p.input("x", [3], Tile(int8, 1, 1))
+    r = Reshape(x, 2, 0, pad=0, flags=True)
+    p.output(r[0], "y")
+    tie_off(p)
+    assert [n.op for n in p.nodes] == ["Input", "Reshape", "Discard", "Output"]
+    assert all(len(readers) == 1 for readers in p.consumers().values())
+    out = run(p, inputs={"x": [tile(1), tile(2), tile(3)]}).outputs["y"]
+    assert [[int(v[0, 0]) for v in row] for row in out] == [[1, 2], [3, 0]]
+    tie_off(p)
+    assert [n.op for n in p.nodes].count("Discard") == 1

@@ -4,7 +4,7 @@ from ..graph import Node
 from ..types import ElemType
 from ..dims import fmt_shape
 
-__all__ = ["Input", "Output"]
+__all__ = ["Input", "Output", "Discard"]
 
 
 class Input(Node):
@@ -38,3 +38,17 @@ class Output(Node):
 
     def __repr__(self):
         return f"Output({self.inputs[0].name}, {self.name!r})"
+
+
+class Discard(Node):
+    """Drains a stream nobody reads (inserted by :func:`~stepforge.compiler.passes.tie_off`).
+
+    STeP operators may have outputs a program does not use (store acknowledgements, a
+    Partition's unused outputs, EagerMerge data when only its selector is used); in hardware an
+    unread output would stall its producer forever, so every one is drained explicitly.
+    """
+    output_names = ()
+
+    def __init__(self, stream, *, name=None):
+        super().__init__(Node._program_of(stream), [stream], name=name)
+        self._register()
