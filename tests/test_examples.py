@@ -13,6 +13,8 @@ from stepforge.sim.interpreter import run
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 CASES = [
+    ("gemv", {}),
+    ("elementwise", {}),
     ("matmul", {}),
     ("matmul", {"M": 32, "K": 48, "N": 16, "t": 16}),
     ("swiglu", {"B": 32, "H": 64, "I": 128}),
