@@ -15,7 +15,7 @@ from amaranth.hdl import Module, Signal, Value
 from amaranth.sim import Simulator
 
 from .beat import pack_beat, unpack_beat
-from ..sim.tokens import from_beats, to_beats
+from ..sim.tokens import Beat, from_beats, to_beats
 
 __all__ = ["Stall", "SimRun", "simulate", "check_ready_to_valid"]
 
@@ -59,7 +59,9 @@ def simulate(dut, inputs, outputs, *, valid_p=1.0, ready_p=1.0, seed=0, max_cycl
     dut : amaranth.lib.wiring.Component
         The unit; every name in ``inputs`` and ``outputs`` is one of its stream ports.
     inputs : dict of str to (layout, tokens)
-        Beat layout and token list of every input port.
+        Beat layout and token list of every input port. The tokens are fed as their canonical
+        beats; a non-empty list of :class:`~stepforge.sim.tokens.Beat` is fed as is instead (a
+        hand-made framing: a bare ``Done``, a stop in its own beat).
     outputs : dict of str to layout
         Beat layout of every output port to collect.
     valid_p, ready_p : float
@@ -77,7 +79,7 @@ def simulate(dut, inputs, outputs, *, valid_p=1.0, ready_p=1.0, seed=0, max_cycl
     """
     rng = random.Random(seed)
     run = SimRun()
-    feeds = {name: [pack_beat(layout, b) for b in to_beats(tokens)] for name, (layout, tokens) in inputs.items()}
+    feeds = {name: [pack_beat(layout, b) for b in _beats(tokens)] for name, (layout, tokens) in inputs.items()}
     ins = {name: getattr(dut, name) for name in inputs}
     outs = {name: getattr(dut, name) for name in outputs}
     in_payload = {n: Value.cast(p.payload) for n, p in ins.items()}
@@ -176,7 +178,7 @@ def check_ready_to_valid(dut, inputs, outputs, cycles=50, seed=0):
     ready).
     """
     rng = random.Random(seed)
-    feeds = {name: [pack_beat(layout, b) for b in to_beats(tokens)] for name, (layout, tokens) in inputs.items()}
+    feeds = {name: [pack_beat(layout, b) for b in _beats(tokens)] for name, (layout, tokens) in inputs.items()}
     ins = {name: getattr(dut, name) for name in inputs}
     outs = {name: getattr(dut, name) for name in outputs}
 
@@ -203,6 +205,13 @@ def check_ready_to_valid(dut, inputs, outputs, cycles=50, seed=0):
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
+
+
+def _beats(tokens):
+    """The beats to feed for ``tokens``: a list of Beat as is, else the canonical beats."""
+    if tokens and all(isinstance(t, Beat) for t in tokens):
+        return list(tokens)
+    return to_beats(tokens)
 
 
 def _with_clock(dut):

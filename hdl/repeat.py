@@ -1,0 +1,148 @@
+"""RepeatStatic as hardware: every element ``n`` times, in a new innermost dimension."""
+
+from amaranth.hdl import Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from .beat import beat_signature
+from .unit import StatusSignature
+
+__all__ = ["RepeatStaticUnit"]
+
+
+class RepeatStaticUnit(wiring.Component):
+    """Emit each element ``n`` times (semantics section 4, RepeatStatic).
+
+    Copies ``1 .. n-1`` of an element carry no stop; the last copy carries ``S_(s+1)`` when the
+    element is followed by the stop ``S_s``, else ``S_1``. A stop that does not follow an element
+    becomes ``S_(s+1)``; ``Done`` passes unchanged (a bare ``Done`` stays bare: the stream of zero
+    tensors stays empty).
+
+    Which stop the last copy carries depends on the *next token*, which a legal framing may put
+    in the next beat (a stop-only beat after an element beat with no stop, or a bare ``Done``).
+    So the element of a beat ``(d, has_data 1, stop 0, last 0)`` is moved into a holding register
+    (the unit's one register stage) and its last copy waits for the next beat: a stop-only beat or
+    a bare ``Done`` is merged into it, an element beat resolves it to ``S_1``. A beat enters the
+    register only when it must wait; otherwise the unit is combinational from ``in0`` to ``out``.
+    Once the register holds a beat, the following beats flow through it, so the unit sustains one
+    output beat per cycle (``n`` cycles per element) with at most one cycle of latency.
+
+    Parameters
+    ----------
+    elem_type : stepforge.compiler.types.ElemType
+        Element type of the stream.
+    rank : int
+        Rank of the input stream (``>= 0``).
+    n : int
+        Copies of every element (``>= 1``).
+    row_bound : int or Mapping, optional
+        Bound of a dynamic tile row count (see :func:`~stepforge.hdl.beat.element_layout`).
+
+    Members
+    -------
+    in0 : ``In(beat_signature(elem_type, rank))``
+        Input beats.
+    out : ``Out(beat_signature(elem_type, rank + 1))``
+        Output beats.
+    status : ``Out(StatusSignature)``
+        ``busy`` while a beat is held or offered; ``stall_in`` while the unit waits for an input
+        beat; never raises ``error``.
+
+    Raises
+    ------
+    ValueError
+        ``rank`` is not an int ``>= 0`` or ``n`` is not an int ``>= 1``.
+    """
+
+    def __init__(self, elem_type, rank, n, *, row_bound=None):
+        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
+            raise ValueError(f"RepeatStaticUnit needs an int rank >= 0, not {rank!r}")
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"RepeatStaticUnit needs an int n >= 1, not {n!r}")
+        self.elem_type, self.rank, self.n = elem_type, rank, n
+        super().__init__({
+            "in0": In(beat_signature(elem_type, rank, row_bound=row_bound)),
+            "out": Out(beat_signature(elem_type, rank + 1, row_bound=row_bound)),
+            "status": Out(StatusSignature),
+        })
+
+    def __repr__(self):
+        return f"RepeatStaticUnit({self.elem_type!r}, {self.rank}, {self.n})"
+
+    def elaborate(self, platform):
+        m = Module()
+        i, o = self.in0, self.out
+        n = self.n
+        layout = i.payload.shape()
+
+        # The holding register; ``cur`` is the beat being repeated: the register's, else the port's.
+        held = Signal(layout, name="held")
+        held_valid = Signal(name="held_valid")
+        copy = Signal(range(max(n, 2)), name="copy")  # copies of ``cur`` already sent
+        cur = Signal(layout, name="cur")
+        cur_valid = Signal(name="cur_valid")
+        with m.If(held_valid):
+            m.d.comb += [cur.eq(held), cur_valid.eq(1)]
+        with m.Else():
+            m.d.comb += [cur.eq(i.payload), cur_valid.eq(i.valid)]
+        nxt = i.payload  # the next beat when ``cur`` is the held one
+
+        final = Signal(name="final")        # this output is the last one for ``cur``
+        lookahead = Signal(name="lookahead")  # ... and its stop depends on the next beat
+        merge = Signal(name="merge")        # ... which carries that stop (or a bare Done)
+        stash = Signal(name="stash")        # move the port's beat into the register, no output
+        m.d.comb += [
+            final.eq(~cur.has_data | (copy == n - 1)),
+            lookahead.eq(cur.has_data & final & (cur.stop == 0) & ~cur.last),
+            merge.eq(lookahead & held_valid & i.valid & ~nxt.has_data),
+            stash.eq(lookahead & ~held_valid & i.valid),
+        ]
+
+        stop_out = Signal.like(o.payload.stop, name="stop_out")
+        last_out = Signal(name="last_out")
+        with m.If(~final):
+            m.d.comb += [stop_out.eq(0), last_out.eq(0)]
+        with m.Elif(merge):
+            m.d.comb += [stop_out.eq(nxt.stop + 1), last_out.eq(nxt.last)]
+            with m.If(nxt.stop == 0):  # a bare Done: the element's stop is S_1
+                m.d.comb += stop_out.eq(1)
+        with m.Elif(lookahead):  # resolved by an element beat
+            m.d.comb += [stop_out.eq(1), last_out.eq(0)]
+        with m.Else():
+            m.d.comb += last_out.eq(cur.last)
+            with m.If(cur.stop != 0):
+                m.d.comb += stop_out.eq(cur.stop + 1)
+            with m.Elif(cur.has_data):
+                m.d.comb += stop_out.eq(1)
+        m.d.comb += [
+            o.payload.data.eq(cur.data),
+            o.payload.has_data.eq(cur.has_data),
+            o.payload.stop.eq(stop_out),
+            o.payload.last.eq(last_out),
+            o.valid.eq(cur_valid & (~lookahead | (held_valid & i.valid))),
+        ]
+
+        go = Signal(name="go")
+        m.d.comb += go.eq(o.valid & o.ready)
+        # ``in0`` is taken into the register (load), consumed by a merge, or consumed as ``cur``.
+        with m.If(held_valid):
+            m.d.comb += i.ready.eq(go & final)
+        with m.Else():
+            m.d.comb += i.ready.eq(go | stash)
+        load = Signal(name="load")
+        m.d.comb += load.eq(i.valid & i.ready & ~merge & (held_valid | ~final | stash))
+        with m.If(load):
+            m.d.sync += [held.eq(i.payload), held_valid.eq(1)]
+        with m.Elif(go & final & held_valid):
+            m.d.sync += held_valid.eq(0)
+        with m.If(go):
+            m.d.sync += copy.eq(0)
+            with m.If(~final):
+                m.d.sync += copy.eq(copy + 1)
+
+        m.d.comb += [
+            self.status.busy.eq(cur_valid),
+            self.status.stall_in.eq(~cur_valid | (lookahead & held_valid & ~i.valid)),
+            self.status.stall_out.eq(o.valid & ~o.ready),
+        ]
+        return m
