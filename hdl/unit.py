@@ -54,6 +54,9 @@ class ErrorCode(enum.IntEnum):
     NOT_ONE_HOT = 9
     #: A stop level above the stream's rank, or a level the operator cannot accept.
     BAD_STOP = 10
+    #: A buffer reference that names no live buffer, or a buffer that does not fill the static
+    #: shape its affine replay order needs (PMU read side).
+    BAD_BUFFER = 11
 
 
 StatusSignature = wiring.Signature({
