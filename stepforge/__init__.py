@@ -3,22 +3,26 @@
 The public surface of the language, re-exported for programs (``from stepforge import *``): the
 :class:`Program`, element and data types, every operator of the semantics' section 4, the
 tile-function library, the errors, and :func:`run` (the reference interpreter).
+
+Names are imported on first use (PEP 562), so importing a subpackage that needs none of them,
+such as the cocotb testbenches that run inside the simulator, does not pay for SymPy.
 """
 
-from .compiler.errors import StepError, StepRuntimeError, StepShapeError, StepTypeError
-from .compiler.functions import (add, cast, div, empty_cols, empty_rows, exp, full, function,
-                                 mac, matmul, maximum, mul, retile_col, retile_row, row_max,
-                                 row_sum, rsqrt, scale, silu, sub, zeros)
-from .compiler.graph import Program, Stream, Tensor
-from .compiler.ops.compute import Accum, AddrGen, Filter, FlatMap, Map, RetileStreamify, Scan
-from .compiler.ops.memory import Bufferize, Streamify
-from .compiler.ops.offchip import (LinearOffChipLoad, LinearOffChipStore, RandomOffChipLoad,
-                                   RandomOffChipStore)
-from .compiler.ops.routing import Broadcast, EagerMerge, Parallelize, Partition, Reassemble
-from .compiler.ops.shape import Expand, Flatten, Promote, RepeatStatic, Reshape, Zip
-from .compiler.types import (Bool, Buffer, Index, Select, Tile, Tuple, bf16, fp32, int8, int16,
-                             int32)
-from .sim.interpreter import run
+import importlib
+
+
+_HOME = {
+    **dict.fromkeys(['StepError', 'StepRuntimeError', 'StepShapeError', 'StepTypeError'], '.compiler.errors'),
+    **dict.fromkeys(['add', 'cast', 'div', 'empty_cols', 'empty_rows', 'exp', 'full', 'function', 'mac', 'matmul', 'maximum', 'mul', 'retile_col', 'retile_row', 'row_max', 'row_sum', 'rsqrt', 'scale', 'silu', 'sub', 'zeros'], '.compiler.functions'),
+    **dict.fromkeys(['Program', 'Stream', 'Tensor'], '.compiler.graph'),
+    **dict.fromkeys(['Accum', 'AddrGen', 'Filter', 'FlatMap', 'Map', 'RetileStreamify', 'Scan'], '.compiler.ops.compute'),
+    **dict.fromkeys(['Bufferize', 'Streamify'], '.compiler.ops.memory'),
+    **dict.fromkeys(['LinearOffChipLoad', 'LinearOffChipStore', 'RandomOffChipLoad', 'RandomOffChipStore'], '.compiler.ops.offchip'),
+    **dict.fromkeys(['Broadcast', 'EagerMerge', 'Parallelize', 'Partition', 'Reassemble'], '.compiler.ops.routing'),
+    **dict.fromkeys(['Expand', 'Flatten', 'Promote', 'RepeatStatic', 'Reshape', 'Zip'], '.compiler.ops.shape'),
+    **dict.fromkeys(['Bool', 'Buffer', 'Index', 'Select', 'Tile', 'Tuple', 'bf16', 'fp32', 'int8', 'int16', 'int32'], '.compiler.types'),
+    **dict.fromkeys(['run'], '.sim.interpreter'),
+}
 
 __all__ = [
     "Program", "Stream", "Tensor",
@@ -34,3 +38,16 @@ __all__ = [
     "zeros", "full", "empty_rows", "empty_cols",
     "run",
 ]
+
+
+def __getattr__(name):
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'stepforge' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

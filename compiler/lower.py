@@ -1,0 +1,317 @@
+"""Lowering: a :class:`~stepforge.compiler.graph.Program` becomes a :class:`HardwareGraph`.
+
+The hardware graph is the typed object between the compiler and the system top: one hardware
+unit per node (built by the registry :data:`BUILDERS`), one FIFO per stream, a placement of every
+off-chip tensor and host stream in the memory, and the JSON manifest that the harness, the
+reports and the host driver read. Lowering first runs the graph passes it needs
+(:func:`~stepforge.compiler.passes.insert_broadcasts`, :func:`~stepforge.compiler.passes.tie_off`)
+on the program, in place: they change its structure, never its meaning.
+
+FIFO sizing rule (``docs/lowering.md``): every stream gets ``config.fifo_depth`` entries, except
+the outputs of a Broadcast whose branches meet again (a reconvergent fan-out): there a branch must
+hold what the other branch swallows before it produces anything, so each branch gets
+``fifo_depth + max hold of the other branches``, where the hold of a branch is the largest bounded
+fibre an Accum, Bufferize or Reassemble on it reduces (the product of the bounds of its ``b``
+innermost dimensions). A program may pin a stream's depth with ``depths={stream: n}``.
+"""
+
+from dataclasses import dataclass, field
+
+from .dims import fmt_shape
+from .graph import Program
+from .passes import insert_broadcasts, tie_off
+from .types import Tile
+
+__all__ = ["BUILDERS", "builds", "UnitInstance", "EdgeInstance", "HardwareGraph", "lower",
+           "LoweringError"]
+
+BUILDERS = {}
+
+
+class LoweringError(Exception):
+    """The program uses something the hardware library cannot build (names node and reason)."""
+
+
+def builds(*node_classes):
+    """Register ``fn(node, lc) -> component`` as the builder of ``node_classes``."""
+    def register(fn):
+        for cls in node_classes:
+            BUILDERS[cls] = fn
+        return fn
+    return register
+
+
+@dataclass
+class UnitInstance:
+    """One hardware unit of the system: its id, the node it implements and its component."""
+    uid: int
+    name: str
+    node: object
+    component: object
+    memory: list = field(default_factory=list)   # [(port name, "read" | "write")]
+    sink: bool = False
+
+    @property
+    def kind(self):
+        return type(self.component).__name__
+
+
+@dataclass
+class EdgeInstance:
+    """One stream of the system: the FIFO between a producer port and a consumer port."""
+    eid: int
+    stream: object
+    src: tuple      # (unit name, port name)
+    dst: tuple      # (unit name, port name)
+    layout: object
+    depth: int
+
+    @property
+    def name(self):
+        return self.stream.name
+
+
+class LoweringContext:
+    """What builders need: the program, the hardware configuration and the memory layout."""
+
+    def __init__(self, program, config, geometry, tensor_base, stream_base):
+        self.program, self.config, self.geometry = program, config, geometry
+        self.tensor_base = tensor_base
+        self.stream_base = stream_base
+
+    def row_bound(self, elem_type):
+        """``{rows expression: bound}`` for every dynamic tile inside ``elem_type`` (or None)."""
+        from .types import Tuple
+        bounds = {}
+
+        def visit(t):
+            if isinstance(t, Tile) and not isinstance(t.rows, int):
+                b = self.program.symbols.bound(t.rows)
+                if b is None:
+                    raise LoweringError(f"a tile with {t.rows} rows has no bound: declare the "
+                                        f"bound of every symbol in {t.rows}")
+                bounds[t.rows] = max(b, 1)
+            elif isinstance(t, Tuple):
+                for e in t.elems:
+                    visit(e)
+        visit(elem_type)
+        return bounds or None
+
+    def layout(self, stream):
+        from ..hdl.beat import beat_layout
+        return beat_layout(stream.dtype, stream.rank, row_bound=self.row_bound(stream.dtype))
+
+    def placement(self, tensor, tile):
+        from ..hdl.memory import TensorPlacement
+        return TensorPlacement(self.geometry, tensor.dtype, tensor.shape, tuple(tile),
+                               base=self.tensor_base[tensor.name])
+
+
+@dataclass
+class HardwareGraph:
+    """Units, FIFOs and memory layout of one program on one :class:`HardwareConfig`.
+
+    Attributes
+    ----------
+    program : Program
+    config : HardwareConfig
+    geometry : MemoryGeometry
+    units : list of UnitInstance
+    edges : list of EdgeInstance
+    tensors : dict of str to dict
+        ``{name: {"base", "bytes", "shape", "dtype", "role"}}`` (word addresses).
+    streams_in, streams_out : dict of str to dict
+        Host streams: ``{name: {"base", "words_per_beat", "max_beats", "rank", "elem"}}``.
+    memory_bytes : int
+    """
+    program: object
+    config: object
+    geometry: object
+    units: list
+    edges: list
+    tensors: dict
+    streams_in: dict
+    streams_out: dict
+    memory_bytes: int
+
+    def unit(self, name):
+        for u in self.units:
+            if u.name == name:
+                return u
+        raise KeyError(name)
+
+    def manifest(self):
+        """A JSON-able description of the system (ports, memory map, units, FIFOs, metrics)."""
+        from .metrics import metrics
+        m = metrics(self.program)
+        return {
+            "program": self.program.name,
+            "config": repr(self.config),
+            "memory": {"bytes": self.memory_bytes, "word_bytes": self.geometry.word_bytes,
+                       "lanes": self.geometry.lanes, "channels": self.geometry.channels,
+                       "bytes_per_channel": self.geometry.bytes_per_channel,
+                       "latency": self.geometry.latency},
+            "tensors": self.tensors,
+            "streams_in": self.streams_in,
+            "streams_out": self.streams_out,
+            "units": [{"id": u.uid, "name": u.name, "op": u.node.op, "unit": u.kind,
+                       "memory": [p for p, _ in u.memory], "sink": u.sink} for u in self.units],
+            "fifos": [{"id": e.eid, "stream": e.name, "src": list(e.src), "dst": list(e.dst),
+                       "depth": e.depth, "width": e.layout.size,
+                       "shape": fmt_shape(e.stream.shape), "element": repr(e.stream.dtype)}
+                      for e in self.edges],
+            "metrics": {"offchip_read": str(m.offchip_read), "offchip_write": str(m.offchip_write),
+                        "onchip": str(m.onchip), "flops": str(m.flops)},
+        }
+
+
+def _hold(node):
+    """Beats a node swallows before it produces its first output (bounded), for FIFO sizing."""
+    from .ops.compute import Accum
+    from .ops.memory import Bufferize
+    b = getattr(node, "b", None)
+    if isinstance(node, (Accum, Bufferize)) and b:
+        x = node.inputs[0]
+        n = 1
+        for d in x.shape[len(x.shape) - b:]:
+            bound = node.program.symbols.bound(d)
+            if bound is None:
+                return 0
+            n *= bound
+        return n
+    return 0
+
+
+def _fifo_depths(program, base, pinned):
+    """The sizing rule of the module doc."""
+    from .ops.routing import Broadcast
+    depths = {s: base for s in program.streams}
+    cons = program.consumers()
+
+    def reach(stream, seen):
+        """Nodes reachable from ``stream`` with the largest hold along the way to each."""
+        out = {}
+        stack = [(stream, 0)]
+        while stack:
+            s, hold = stack.pop()
+            for node, _ in cons[s]:
+                h = max(hold, _hold(node))
+                if out.get(node, -1) >= h:
+                    continue
+                out[node] = h
+                for o in node.outputs:
+                    stack.append((o, h))
+        return out
+
+    for node in program.nodes:
+        if not isinstance(node, Broadcast):
+            continue
+        reaches = [reach(o, set()) for o in node.outputs]
+        for i, o in enumerate(node.outputs):
+            extra = 0
+            for j, other in enumerate(reaches):
+                if i == j:
+                    continue
+                for meet in set(reaches[i]) & set(other):
+                    extra = max(extra, other[meet])
+            depths[o] = base + extra
+    for s, d in (pinned or {}).items():
+        depths[s] = d
+    return depths
+
+
+def lower(program, config=None, *, depths=None, memory_slack_bytes=0):
+    """Lower ``program`` for ``config`` (default :meth:`HardwareConfig.sim`).
+
+    Parameters
+    ----------
+    program : Program
+        Rewritten in place by the graph passes (broadcasts, tie-offs).
+    config : HardwareConfig, optional
+    depths : dict of Stream to int, optional
+        FIFO depths that override the sizing rule (e.g. to provoke a deadlock in a test).
+
+    Returns
+    -------
+    HardwareGraph
+    """
+    from ..hdl.beat import beat_layout
+    from ..hdl.beat_io import words_per_beat
+    from ..hdl.config import HardwareConfig
+    from ..hdl.memory import MemoryGeometry
+    from . import lower_units  # noqa: F401 (registers the builders)
+    from .ops.io import Input, Output
+
+    if not isinstance(program, Program):
+        raise TypeError(f"lower() needs a Program, not {type(program).__name__}")
+    config = config or HardwareConfig.sim()
+    insert_broadcasts(program)
+    tie_off(program)
+
+    # Memory map: tensors first, then host streams, each aligned to a line.
+    probe = MemoryGeometry.from_config(config, 1 << 20)
+    word, lanes = probe.word_bytes, probe.lanes
+    cursor = 0
+
+    def take(nbytes):
+        nonlocal cursor
+        base = cursor
+        words = -(-nbytes // word)
+        cursor += -(-words // lanes) * lanes
+        return base
+
+    tensor_base, tensors = {}, {}
+    for t in program.tensors.values():
+        tensor_base[t.name] = take(t.nbytes)
+        tensors[t.name] = {"base": tensor_base[t.name], "bytes": t.nbytes, "shape": list(t.shape),
+                           "dtype": t.dtype.name, "role": t.role}
+    streams_in, streams_out, stream_base = {}, {}, {}
+    for node in program.nodes:
+        if isinstance(node, (Input, Output)):
+            s = node.outputs[0] if isinstance(node, Input) else node.inputs[0]
+            layout = beat_layout(s.dtype, s.rank)
+            wpb = -(-layout.size // (8 * word))
+            card = program.symbols.bound(program.cardinality(s))
+            if card is None:
+                raise LoweringError(f"{node.name}: stream {s.name} {fmt_shape(s.shape)} has no bound "
+                                    f"on its length; declare bounds for its symbols")
+            max_beats = 2 * card + 2      # every element plus at most one stop-only beat each
+            stream_base[node.name] = take(max_beats * wpb * word)
+            info = {"base": stream_base[node.name], "words_per_beat": wpb, "max_beats": max_beats,
+                    "rank": s.rank, "elem": repr(s.dtype)}
+            (streams_in if isinstance(node, Input) else streams_out)[node.name] = info
+    memory_bytes = max(cursor * word + memory_slack_bytes, word * lanes)
+    geometry = MemoryGeometry.from_config(config, memory_bytes)
+    lc = LoweringContext(program, config, geometry, tensor_base, stream_base)
+
+    units = []
+    for node in program.nodes:
+        fn = BUILDERS.get(type(node))
+        if fn is None:
+            raise LoweringError(f"{node.name}: the hardware library has no unit for {node.op}")
+        try:
+            comp = fn(node, lc)
+        except (ValueError, TypeError) as e:
+            raise LoweringError(f"{node.name}: {node.op} cannot be built in hardware: {e}") from e
+        memory = list(_memory_ports(comp))
+        units.append(UnitInstance(len(units), node.name, node, comp, memory,
+                                  sink=not node.outputs))
+    by_node = {u.node: u for u in units}
+    sizes = _fifo_depths(program, config.fifo_depth, depths)
+    cons = program.consumers()
+    edges = []
+    for s in program.streams:
+        (reader, index), = cons[s]
+        src = by_node[s.node]
+        dst = by_node[reader]
+        edges.append(EdgeInstance(len(edges), s, (src.name, s.node.output_names[s.port]),
+                                  (dst.name, reader.input_names[index]), lc.layout(s), sizes[s]))
+    return HardwareGraph(program, config, geometry, units, edges, tensors, streams_in,
+                         streams_out, memory_bytes)
+
+
+def _memory_ports(comp):
+    from ..hdl.memory import MemoryPort
+    for name, member in comp.signature.members.items():
+        if member.is_signature and isinstance(member.signature, MemoryPort):
+            yield name, member.signature.kind

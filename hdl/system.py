@@ -1,0 +1,191 @@
+"""The system top: every unit of a program, a FIFO per stream, the memory, counters and a watchdog.
+
+:class:`System` elaborates a :class:`~stepforge.compiler.lower.HardwareGraph`. Before ``start``
+every unit and FIFO is held in reset (the memory is not, so the host can fill it through the
+``debug`` back door). ``start`` releases them; the run ends when every sink (store, host-stream
+writer, discard) is ``done``, when a unit raises its sticky ``error`` (its id and code are
+latched), or when the watchdog sees no beat move on any FIFO and no memory line granted for
+``watchdog`` cycles (``deadlock``). Counters stop with the run, so the CSRs read afterwards
+describe it: total cycles, per-unit busy / input-stalled / output-stalled cycles, per-FIFO
+high-water marks and levels, off-chip bytes, beats written per output stream.
+
+``stall_enable`` turns on random back-pressure (a test mode): every FIFO refuses its input in
+about a quarter of the cycles and the memory grants nothing in about a quarter of the cycles, from
+a free-running LFSR. Refusing ``ready`` is always legal, so the program's results must not change.
+"""
+
+from amaranth.hdl import Cat, Module, ResetInserter, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from .csr import CSRBank
+from .fifo import StreamFIFO
+from .memory import DebugSignature, MemoryModel
+
+__all__ = ["System"]
+
+
+class System(wiring.Component):
+    """One program as one synthesizable design (module doc).
+
+    Parameters
+    ----------
+    hw : stepforge.compiler.lower.HardwareGraph
+
+    Members
+    -------
+    start : ``In(1)``
+        Pulse (or hold) to start the run.
+    stall_enable : ``In(1)``
+        Random back-pressure on every FIFO input and on the memory (test mode).
+    watchdog : ``In(32)``
+        Cycles without progress that count as a deadlock (0 disables the watchdog).
+    debug : ``In(DebugSignature(geometry))``
+        The memory's back door.
+    csr_addr : ``In(16)``, csr_rdata : ``Out(32)``
+        Read a CSR (one cycle of latency); :attr:`csr_map` gives the addresses.
+    running, done, error, deadlock : ``Out(1)``
+    """
+
+    def __init__(self, hw):
+        self.hw = hw
+        g = hw.geometry
+        super().__init__({
+            "start": In(1),
+            "stall_enable": In(1),
+            "watchdog": In(32),
+            "debug": In(DebugSignature(g)),
+            "csr_addr": In(16),
+            "csr_rdata": Out(32),
+            "running": Out(1),
+            "done": Out(1),
+            "error": Out(1),
+            "deadlock": Out(1),
+        })
+        self._csr_names = None
+
+    def __repr__(self):
+        return f"System({self.hw.program.name!r})"
+
+    @property
+    def csr_map(self):
+        """``{name: address}`` of every CSR (available after elaboration)."""
+        if self._csr_names is None:
+            raise RuntimeError("the CSR map is known once the system has been elaborated")
+        return self._csr_names
+
+    def elaborate(self, platform):
+        m = Module()
+        hw = self.hw
+        reads = [(u, p) for u in hw.units for p, kind in u.memory if kind == "read"]
+        writes = [(u, p) for u in hw.units for p, kind in u.memory if kind == "write"]
+        m.submodules.memory = mem = MemoryModel(hw.config, hw.memory_bytes,
+                                                read_ports=len(reads) or (0 if writes else 1),
+                                                write_ports=len(writes),
+                                                word_bytes=hw.geometry.word_bytes)
+        wiring.connect(m, wiring.flipped(self.debug), mem.debug)
+
+        started = Signal(name="started")
+        running = Signal(name="running")
+        done = Signal(name="done_flag")
+        error = Signal(name="error_flag")
+        deadlock = Signal(name="deadlock_flag")
+        with m.If(self.start & ~started):
+            m.d.sync += [started.eq(1), running.eq(1)]
+        m.d.comb += [self.running.eq(running), self.done.eq(done), self.error.eq(error),
+                     self.deadlock.eq(deadlock)]
+        hold = ~started
+
+        # free-running LFSR for the stall test mode
+        lfsr = Signal(32, init=0xACE1_2468, name="lfsr")
+        m.d.sync += lfsr.eq(Cat(lfsr[1:], lfsr[0] ^ lfsr[1] ^ lfsr[21] ^ lfsr[31]))
+        m.d.comb += mem.stall.eq(self.stall_enable & lfsr[0] & lfsr[1])
+
+        comps = {}
+        for u in hw.units:
+            comps[u.name] = u.component
+            m.submodules[f"u{u.uid}_{u.name}"] = ResetInserter(hold)(u.component)
+        for (u, p), port in zip(reads, mem.read if reads else []):
+            wiring.connect(m, getattr(u.component, p), port)
+        for (u, p), port in zip(writes, mem.write if writes else []):
+            wiring.connect(m, getattr(u.component, p), port)
+
+        progress = Signal(name="progress")
+        moves = []
+        fifos = []
+        for e in hw.edges:
+            fifo = StreamFIFO(e.layout, e.depth)
+            m.submodules[f"f{e.eid}_{e.name.replace('.', '_')}"] = ResetInserter(hold)(fifo)
+            fifos.append(fifo)
+            src = getattr(comps[e.src[0]], e.src[1])
+            dst = getattr(comps[e.dst[0]], e.dst[1])
+            stall = Signal(name=f"f{e.eid}_stall")
+            bits = [(e.eid * 7 + k) % 32 for k in (2, 3)]
+            m.d.comb += stall.eq(self.stall_enable & lfsr[bits[0]] & lfsr[bits[1]])
+            m.d.comb += [
+                fifo.i.payload.eq(src.payload),
+                fifo.i.valid.eq(src.valid & ~stall),
+                src.ready.eq(fifo.i.ready & ~stall),
+            ]
+            wiring.connect(m, fifo.o, dst)
+            moves += [src.valid & src.ready, fifo.o.valid & fifo.o.ready]
+        bytes_prev = Signal(48, name="bytes_prev")
+        m.d.sync += bytes_prev.eq(mem.bytes_read + mem.bytes_written)
+        moves.append(bytes_prev != mem.bytes_read + mem.bytes_written)
+        m.d.comb += progress.eq(Cat(*moves).any())
+
+        sinks = [comps[u.name].done for u in hw.units if u.sink]
+        all_done = Signal(name="all_sinks_done")
+        m.d.comb += all_done.eq(Cat(*sinks).all() if sinks else 1)
+
+        any_error = Signal(name="any_error")
+        m.d.comb += any_error.eq(Cat(*[c.status.error for c in comps.values()]).any())
+        error_unit = Signal(16, name="error_unit")
+        error_code = Signal(8, name="error_code")
+        idle = Signal(32, name="idle_cycles")
+        cycles = Signal(32, name="cycles")
+
+        with m.If(running):
+            m.d.sync += cycles.eq(cycles + 1)
+            with m.If(progress):
+                m.d.sync += idle.eq(0)
+            with m.Else():
+                m.d.sync += idle.eq(idle + 1)
+            with m.If(any_error):
+                m.d.sync += [error.eq(1), running.eq(0)]
+                for u in reversed(hw.units):   # the lowest unit id wins among simultaneous errors
+                    with m.If(comps[u.name].status.error):
+                        m.d.sync += [error_unit.eq(u.uid), error_code.eq(comps[u.name].status.code)]
+            with m.Elif(all_done):
+                m.d.sync += [done.eq(1), running.eq(0)]
+            with m.Elif((self.watchdog != 0) & (idle >= self.watchdog)):
+                m.d.sync += [deadlock.eq(1), running.eq(0)]
+
+        # CSRs
+        m.submodules.csr = csr = CSRBank(1 << 16)
+        csr.add("status", Cat(running, done, error, deadlock))
+        csr.add("cycles", cycles)
+        csr.add("error_unit", error_unit)
+        csr.add("error_code", error_code)
+        csr.add("bytes_read", mem.bytes_read[:32])
+        csr.add("bytes_written", mem.bytes_written[:32])
+        host_read = [comps[u.name].bytes for u in hw.units if u.node.op == "Input"]
+        host_written = [comps[u.name].bytes for u in hw.units if u.node.op == "Output"]
+        csr.add("host_bytes_read", sum(host_read)[:32] if host_read else 0)
+        csr.add("host_bytes_written", sum(host_written)[:32] if host_written else 0)
+        for u in hw.units:
+            st = comps[u.name].status
+            for what in ("busy", "stall_in", "stall_out"):
+                counter = Signal(32, name=f"u{u.uid}_{what}_cycles")
+                with m.If(running & getattr(st, what)):
+                    m.d.sync += counter.eq(counter + 1)
+                csr.add(f"unit.{u.name}.{what}", counter)
+            csr.add(f"unit.{u.name}.state", Cat(st.busy, st.stall_in, st.stall_out, st.error))
+            if u.node.op == "Output":
+                csr.add(f"output.{u.name}.beats", comps[u.name].beats)
+        for e, fifo in zip(hw.edges, fifos):
+            csr.add(f"fifo.{e.name}.high_water", fifo.high_water)
+            csr.add(f"fifo.{e.name}.level", fifo.level)
+        self._csr_names = csr.names
+        m.d.comb += [csr.addr.eq(self.csr_addr), self.csr_rdata.eq(csr.rdata)]
+        return m

@@ -1,0 +1,201 @@
+"""Running a compiled program cycle-accurately: Verilog through Verilator, driven by cocotb.
+
+:func:`run_rtl` lowers a program (:func:`~stepforge.compiler.lower.lower`), builds its
+:class:`~stepforge.hdl.system.System`, converts it to Verilog, builds it with Verilator (cached
+by a hash of the Verilog; see :mod:`stepforge.sim.verilator`), runs the generic testbench
+:mod:`stepforge.cocotb_tests.system_tb` on a job file (memory preload, read-back regions, CSRs)
+and decodes what comes back: output tensors, output streams (as tokens), the run's status and
+every counter. :class:`RTLResult` holds them; :func:`deadlock_report` and
+:func:`error_report` turn a stuck or failed run into words.
+"""
+
+import json
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..compiler.lower import lower
+from ..hdl.beat import pack_beat, unpack_beat
+from ..hdl.memory import array_from_bytes, array_to_bytes
+from ..hdl.system import System
+from . import verilator
+from .tokens import from_beats, from_nested, to_beats
+
+__all__ = ["RTLResult", "compile_program", "run_rtl", "deadlock_report", "error_report"]
+
+
+@dataclass
+class RTLResult:
+    """What a Verilated run produced.
+
+    Attributes
+    ----------
+    status : str
+        ``"done"``, ``"error"``, ``"deadlock"`` or ``"timeout"``.
+    tensors : dict of str to numpy.ndarray
+        Every output (and inout) tensor read back from memory.
+    outputs : dict of str to list
+        Every output stream's tokens.
+    csrs : dict of str to int
+        Every counter and status register.
+    hw : HardwareGraph
+    timings : dict of str to float
+        Seconds spent converting, building and simulating.
+    """
+    status: str
+    tensors: dict
+    outputs: dict
+    csrs: dict
+    hw: object
+    timings: dict = field(default_factory=dict)
+
+    @property
+    def cycles(self):
+        return self.csrs["cycles"]
+
+    @property
+    def tensor_bytes_read(self):
+        """Off-chip bytes read by the program's tensor operators (host streams excluded)."""
+        return self.csrs["bytes_read"] - self.csrs["host_bytes_read"]
+
+    @property
+    def tensor_bytes_written(self):
+        return self.csrs["bytes_written"] - self.csrs["host_bytes_written"]
+
+
+def compile_program(program, config=None, *, depths=None):
+    """Lower ``program`` and return ``(hw, system, verilog text)``."""
+    hw = lower(program, config, depths=depths)
+    system = System(hw)
+    text = verilator.convert(system, "top")
+    return hw, system, text
+
+
+def _words(buf, word_bytes):
+    n = -(-len(buf) // word_bytes)
+    buf = bytes(buf) + bytes(n * word_bytes - len(buf))
+    return [int.from_bytes(buf[i * word_bytes:(i + 1) * word_bytes], "little") for i in range(n)]
+
+
+def _bytes(words, word_bytes):
+    return b"".join(int(w).to_bytes(word_bytes, "little") for w in words)
+
+
+def _pack_stream(layout, tokens, wpb, word_bits):
+    words = []
+    for beat in to_beats(tokens):
+        v = pack_beat(layout, beat)
+        words += [(v >> (k * word_bits)) & ((1 << word_bits) - 1) for k in range(wpb)]
+    return words
+
+
+def _unpack_stream(layout, words, wpb, word_bits, nbeats):
+    beats = []
+    for k in range(nbeats):
+        v = 0
+        for j, w in enumerate(words[k * wpb:(k + 1) * wpb]):
+            v |= int(w) << (j * word_bits)
+        beats.append(unpack_beat(layout, v & ((1 << layout.size) - 1)))
+    return beats
+
+
+def run_rtl(program, tensors=None, inputs=None, *, config=None, depths=None, stall=False,
+            watchdog=10_000, max_cycles=50_000_000, waves=False, workdir=None, progress=None):
+    """Compile, build and run ``program`` in Verilator; return an :class:`RTLResult`."""
+    from ..compiler.ops.io import Input, Output
+    from .values import to_value
+    say = progress or (lambda msg: None)
+    tensors, inputs = dict(tensors or {}), dict(inputs or {})
+    timings = {}
+    t0 = time.perf_counter()
+    say("lowering and converting to Verilog")
+    hw, system, text = compile_program(program, config, depths=depths)
+    timings["compile"] = time.perf_counter() - t0
+    g = hw.geometry
+    t0 = time.perf_counter()
+    say(f"building with Verilator ({len(text.splitlines())} lines of Verilog)")
+    build_dir = verilator.build(text, "top", waves=waves)
+    timings["build"] = time.perf_counter() - t0
+
+    layouts = {e.stream: e.layout for e in hw.edges}
+    preload, readback = [], {}
+    for name, info in hw.tensors.items():
+        t = program.tensors[name]
+        if t.role in ("input", "inout"):
+            preload.append([info["base"], _words(array_to_bytes(tensors[name], t.dtype), g.word_bytes)])
+        if t.role in ("output", "inout"):
+            readback[f"tensor:{name}"] = [info["base"], -(-info["bytes"] // g.word_bytes)]
+    for node in program.nodes:
+        if isinstance(node, Input):
+            s = node.outputs[0]
+            info = hw.streams_in[node.name]
+            toks = from_nested(inputs[node.name], s.rank)
+            toks = [t if type(t).__name__ == "Stop" else to_value(t, s.dtype, node.name) for t in toks]
+            preload.append([info["base"], _pack_stream(layouts[s], toks, info["words_per_beat"], g.word_bits)])
+        elif isinstance(node, Output):
+            info = hw.streams_out[node.name]
+            readback[f"stream:{node.name}"] = [info["base"], info["max_beats"] * info["words_per_beat"]]
+
+    work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="stepforge-run-"))
+    work.mkdir(parents=True, exist_ok=True)
+    job = {"preload": preload, "readback": readback, "csrs": system.csr_map,
+           "watchdog": watchdog, "stall": bool(stall), "max_cycles": max_cycles,
+           "result": str(work / "result.json")}
+    (work / "job.json").write_text(json.dumps(job))
+    t0 = time.perf_counter()
+    say("simulating")
+    ntests, nfailed = verilator.run(build_dir, "top", "stepforge.cocotb_tests.system_tb",
+                                    test_dir=work, extra_env={"STEPFORGE_JOB": str(work / "job.json")},
+                                    waves=waves)
+    timings["simulate"] = time.perf_counter() - t0
+    if ntests != 1 or nfailed:
+        raise verilator.VerilatorError(f"the system testbench failed ({nfailed} of {ntests}); see {work}")
+    res = json.loads((work / "result.json").read_text())
+
+    out_tensors, out_streams = {}, {}
+    for key, words in res["readback"].items():
+        kind, name = key.split(":", 1)
+        if kind == "tensor":
+            t = program.tensors[name]
+            out_tensors[name] = array_from_bytes(_bytes(words, g.word_bytes), t.shape, t.dtype)
+        else:
+            node = program.node(name)
+            s = node.inputs[0]
+            info = hw.streams_out[name]
+            n = res["csrs"][f"output.{name}.beats"]
+            beats = _unpack_stream(layouts[s], words, info["words_per_beat"], g.word_bits, n)
+            out_streams[name] = from_beats(beats) if beats and beats[-1].last else beats
+    return RTLResult(res["status"], out_tensors, out_streams, res["csrs"], hw, timings)
+
+
+def deadlock_report(result):
+    """Which FIFOs are full, which are empty, and what every unit waits on, in words."""
+    hw, c = result.hw, result.csrs
+    full, empty, lines = [], [], []
+    for e in hw.edges:
+        level = c[f"fifo.{e.name}.level"]
+        if level >= e.depth:
+            full.append(f"{e.name} ({e.src[0]}.{e.src[1]} -> {e.dst[0]}.{e.dst[1]}, depth {e.depth})")
+        elif level == 0:
+            empty.append(e.name)
+    for u in hw.units:
+        st = c[f"unit.{u.name}.state"]
+        waits = [w for bit, w in ((1, "an input"), (2, "an output")) if st >> bit & 1]
+        if waits:
+            lines.append(f"  {u.name} ({u.kind}) waits on {' and '.join(waits)}")
+    out = [f"deadlock: no beat moved for the watchdog's limit after {c['cycles']} cycles",
+           f"full FIFOs: {', '.join(full) or 'none'}", f"empty FIFOs: {', '.join(empty) or 'none'}"]
+    return "\n".join(out + lines)
+
+
+def error_report(result):
+    """The unit that raised the first error, its code, and what that code means."""
+    from ..hdl.unit import ErrorCode
+    hw, c = result.hw, result.csrs
+    unit = hw.units[c["error_unit"]]
+    code = ErrorCode(c["error_code"])
+    return (f"error in unit {unit.uid} {unit.name} ({unit.kind}, node {unit.node!r}): "
+            f"{code.name} after {c['cycles']} cycles")
