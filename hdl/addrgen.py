@@ -1,0 +1,176 @@
+"""AddrGen as hardware: every value expands into an affine walk of ``Index`` addresses."""
+
+from amaranth.hdl import Const, Module, Signal, signed
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from ..compiler.types import Index, Select, Tile
+from .beat import INDEX_BITS, beat_signature, stop_width
+from .retile import FlatMapOutput, LockStep, PieceGenerator, check_rank
+from .unit import ErrorCode, StatusSignature
+
+__all__ = ["AddrGenUnit"]
+
+
+class AddrGenUnit(wiring.Component):
+    """Expand every value ``v`` into the addresses ``offset + scale * v + sum(i[k] * strides[k])``
+    over the multi-indices ``i`` of ``shape`` (semantics section 4, FlatMap; AddrGen).
+
+    The walk is innermost-fastest; after the last index of the innermost ``j`` dimensions
+    (``j <= b = len(shape) - 1``) the address carries ``S_j``, and the element's last address
+    carries ``S_(s+b)`` when the input beat has stop ``s`` (FlatMap's stop algebra, module doc of
+    :mod:`stepforge.hdl.retile`). ``v`` is an ``Index``, the set bit of a one-hot ``Select`` (an
+    expert id) or the value of an integer ``[1, 1]`` tile (signed), exactly as the interpreter's
+    ``addr_gen`` reads it. The walk keeps its multi-index and its running offset in registers
+    (one adder, no multiplier per address); the element waits on ``in0`` while its
+    ``prod(shape)`` addresses are emitted, one per cycle.
+
+    Before any address of an element is emitted the whole walk is checked: a selector that is not
+    one-hot raises ``NOT_ONE_HOT``; a walk that leaves the 32-bit unsigned range (the smallest
+    address below 0 or the largest at or above ``2**32``) raises ``ADDRESS_RANGE``. The
+    interpreter refuses both.
+
+    Parameters
+    ----------
+    elem_type : stepforge.compiler.types.Index, Select or Tile
+        The input elements (a tile must be an integer ``[1, 1]`` tile).
+    rank : int
+        Rank of the input stream (``>= 0``).
+    shape : sequence of int
+        The generated sub-stream's shape, outermost first (``b + 1`` positive ints).
+    strides : sequence of int
+        One stride per dimension of ``shape`` (any sign).
+    scale, offset : int
+        The affine map of the value.
+
+    Members
+    -------
+    in0 : ``In(beat_signature(elem_type, rank))``
+        Input values.
+    out : ``Out(beat_signature(Index(), rank + len(shape) - 1))``
+        The addresses.
+    status : ``Out(StatusSignature)``
+        ``busy`` while a beat is held or offered. Raises ``NOT_ONE_HOT``, ``ADDRESS_RANGE``
+        (above) and ``BAD_STOP`` (a stop above ``rank``).
+
+    Raises
+    ------
+    ValueError
+        A parameter out of range or an element type that ``addr_gen`` does not take.
+    """
+
+    def __init__(self, elem_type, rank, shape, strides, *, scale=1, offset=0):
+        shape, strides = tuple(shape), tuple(strides)
+        self.elem_type, self.rank = elem_type, rank
+        self.shape, self.strides, self.scale, self.offset = shape, strides, scale, offset
+        check_rank("AddrGenUnit", rank)
+        if not shape or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1
+                                for d in shape):
+            raise ValueError(f"AddrGenUnit needs a shape of positive ints, not {list(shape)}")
+        if len(strides) != len(shape) or not all(isinstance(s, int) and not isinstance(s, bool)
+                                                 for s in strides):
+            raise ValueError(f"AddrGenUnit needs one int stride per dimension: shape "
+                             f"{list(shape)} vs strides {list(strides)}")
+        for what, v in (("scale", scale), ("offset", offset)):
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise ValueError(f"AddrGenUnit needs an int {what}, not {v!r}")
+        ok = isinstance(elem_type, (Index, Select)) or (
+            isinstance(elem_type, Tile) and not elem_type.dtype.is_float
+            and elem_type.rows == 1 and elem_type.cols == 1)
+        if not ok:
+            raise ValueError(f"AddrGenUnit needs Index, Select or integer [1, 1] tile elements, "
+                             f"not {elem_type!r}")
+        self.b = len(shape) - 1
+        self.out_type = Index()
+        self.out_rank = rank + self.b
+        super().__init__({
+            "in0": In(beat_signature(elem_type, rank)),
+            "out": Out(beat_signature(Index(), self.out_rank)),
+            "status": Out(StatusSignature),
+        })
+
+    def __repr__(self):
+        extra = f", scale={self.scale}" if self.scale != 1 else ""
+        extra += f", offset={self.offset}" if self.offset else ""
+        return (f"AddrGenUnit({self.elem_type!r}, {self.rank}, {list(self.shape)}, "
+                f"{list(self.strides)}{extra})")
+
+    def elaborate(self, platform):
+        m = Module()
+        vb = LockStep(m, [("in0", self.in0)], self.status)
+        gen = PieceGenerator(self.out.payload.data.shape(), stop_width(self.out_rank))
+        shape, strides, b = self.shape, self.strides, self.b
+        raw = vb.data[0]
+
+        # Offsets of the walk relative to its first address: their extremes (for the range
+        # check) and the step taken when dimension j advances and the inner ones wrap to 0.
+        spans = [(d - 1) * s for d, s in zip(shape, strides)]
+        lo_off = sum(min(0, x) for x in spans)
+        hi_off = sum(max(0, x) for x in spans)
+        delta = [strides[j] - sum(spans[j + 1:]) for j in range(len(shape))]
+        v_max = 1 << INDEX_BITS
+        if isinstance(self.elem_type, Select):
+            v_max = self.elem_type.n
+        extreme = abs(self.offset) + abs(self.scale) * v_max + abs(lo_off) + abs(hi_off)
+        width = extreme.bit_length() + 2
+        wide = signed(width)
+
+        value = Signal(wide, name="value")
+        if isinstance(self.elem_type, Select):
+            n = self.elem_type.n
+            for i in range(n):
+                with m.If(raw[i]):
+                    m.d.comb += value.eq(i)
+            gen.faults.append((ErrorCode.NOT_ONE_HOT, (raw == 0) | ((raw & (raw - 1)) != 0)))
+        elif isinstance(self.elem_type, Tile):
+            m.d.comb += value.eq(raw[0][0])
+        else:
+            m.d.comb += value.eq(raw)
+
+        base = Signal(wide, name="base")  # the walk's first address
+        m.d.comb += base.eq(self.offset + value * self.scale)
+        gen.faults.append((ErrorCode.ADDRESS_RANGE,
+                           (base + lo_off < 0) | (base + hi_off >= (1 << INDEX_BITS))))
+
+        # A size-1 dimension has no index register: it is always at its end.
+        idx = [Signal(range(d), name=f"walk_index{k}") if d > 1 else None
+               for k, d in enumerate(shape)]
+        acc = Signal(wide, name="walk_offset")  # sum(i[k] * strides[k]) of the current index
+        at_end = [Signal(name=f"walk_at_end{k}") for k in range(len(shape))]
+        for k, d in enumerate(shape):
+            m.d.comb += at_end[k].eq(idx[k] == d - 1 if d > 1 else 1)
+        # The stop of the current address: S_j when the innermost j dimensions (j <= b) are all
+        # at their last index (the highest such j wins).
+        for j in range(1, b + 1):
+            level_j = Signal(name=f"walk_stop{j}")
+            m.d.comb += level_j.eq(_all([at_end[b + 1 - k] for k in range(1, j + 1)]))
+            with m.If(level_j):
+                m.d.comb += gen.stop.eq(j)
+        m.d.comb += [
+            gen.empty.eq(0),
+            gen.final.eq(_all(at_end)),
+            gen.data.eq(base + acc),
+        ]
+        with m.If(gen.step):
+            with m.If(gen.final):
+                m.d.sync += [acc.eq(0)] + [x.eq(0) for x in idx if x is not None]
+            # Advance the innermost dimension that is not at its end; the inner ones wrap.
+            for j in range(len(shape)):
+                inner_at_end = _all([at_end[k] for k in range(j + 1, len(shape))]) \
+                    if j + 1 < len(shape) else Const(1)
+                if idx[j] is None:
+                    continue  # never advances
+                with m.If(~gen.final & ~at_end[j] & inner_at_end):
+                    m.d.sync += [idx[j].eq(idx[j] + 1), acc.eq(acc + delta[j])]
+                    m.d.sync += [idx[k].eq(0) for k in range(j + 1, len(shape))
+                                 if idx[k] is not None]
+
+        FlatMapOutput(m, vb, gen, self.out, b, self.rank, self.status)
+        return m
+
+
+def _all(bits):
+    v = bits[0]
+    for x in bits[1:]:
+        v = v & x
+    return v
