@@ -41,6 +41,8 @@ class SimRun:
         The unit's final ``status.error`` and ``status.code``.
     status_counts : dict of str to int
         Cycles in which ``busy``, ``stall_in`` and ``stall_out`` were high.
+    inspected : object
+        What the ``inspect`` function of :func:`simulate` returned (``None`` without one).
     """
 
     def __init__(self):
@@ -48,10 +50,11 @@ class SimRun:
         self.cycles = 0
         self.error = self.code = 0
         self.status_counts = {"busy": 0, "stall_in": 0, "stall_out": 0}
+        self.inspected = None
 
 
 def simulate(dut, inputs, outputs, *, valid_p=1.0, ready_p=1.0, seed=0, max_cycles=20000,
-             idle_limit=200, stop_on_error=True, vcd=None):
+             idle_limit=200, stop_on_error=True, vcd=None, wait_for=None, inspect=None):
     """Run ``dut`` on token streams.
 
     Parameters
@@ -72,6 +75,13 @@ def simulate(dut, inputs, outputs, *, valid_p=1.0, ready_p=1.0, seed=0, max_cycl
         Give up (raise :class:`Stall`) after this many cycles in all, or without any transfer.
     stop_on_error : bool
         End the run as soon as ``status.error`` rises (the unit stops accepting input then).
+    wait_for : amaranth.hdl.Value, optional
+        End the run when this is high instead of when every output has sent ``last`` (e.g. a
+        sink's ``done``, or ``error & ~busy`` to let a failing unit drain); the cycle in which it
+        rises counts as the run's last cycle.
+    inspect : async function of the testbench context, optional
+        Called once after the run (e.g. to read a memory model through its back door); its
+        return value is :attr:`SimRun.inspected`.
 
     Returns
     -------
@@ -94,7 +104,11 @@ def simulate(dut, inputs, outputs, *, valid_p=1.0, ready_p=1.0, seed=0, max_cycl
         offered = {n: None for n in outs}
         idle = first = last = 0
         for cycle in range(max_cycles):
-            if all(done.values()):
+            if wait_for is not None:
+                if ctx.get(wait_for):
+                    last = cycle
+                    break
+            elif all(done.values()):
                 break
             if stop_on_error and status is not None and ctx.get(status.error):
                 break
@@ -158,6 +172,8 @@ def simulate(dut, inputs, outputs, *, valid_p=1.0, ready_p=1.0, seed=0, max_cycl
                 run.outputs[n] = from_beats(got[n])
         if status is not None:
             run.error, run.code = int(ctx.get(status.error)), int(ctx.get(status.code))
+        if inspect is not None:
+            run.inspected = await inspect(ctx)
 
     sim = Simulator(_with_clock(dut))
     sim.add_clock(1e-8)

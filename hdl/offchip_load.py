@@ -1,0 +1,442 @@
+"""Off-chip loads as hardware: LinearOffChipLoad (affine walk) and RandomOffChipLoad (gather).
+
+Both units have the same back end, a *tile fetcher*:
+
+1. A front end produces one **command** per output beat: a tile's first word address with the
+   beat's ``stop``/``last`` (or a stop-only / bare-``Done`` beat with no tile).
+2. A command with a tile takes a slot of an on-chip **tile buffer** of ``buffer_tiles`` tiles (a
+   credit: no slot, no command) and the tile's bursts go out on the memory read port, one per
+   cycle (:class:`~stepforge.hdl.memory.TensorPlacement`: one burst per tile row, or one burst per
+   tile when rows are contiguous). Its ``stop``/``last`` go into a tag FIFO.
+3. Response lines are written into the slot word by word; a slot whose words have all arrived is
+   *full*. Lines arrive in request order, so slots fill in order.
+4. The output beat is the head tag, with the head slot's tile when the tag carries data; it is
+   valid once that slot is full. ``out.valid`` and ``out.payload`` come from registers and the
+   buffer, never combinationally from an input or from ``out.ready``.
+
+The memory never waits for a client, so a slot is reserved before its bursts are issued; the
+buffer is therefore also the unit's latency cover. A tile holds its slot for about
+``mem_latency + 3 + bursts`` cycles, so the default ``buffer_tiles = mem_latency + 4`` sustains the
+memory's rate (one line per cycle; at most one tile per cycle at the output). The unit's on-chip
+storage is ``buffer_tiles x bytes(tile)`` (:attr:`onchip_bytes`; the paper's model counts
+``2 x bytes(tile)``).
+"""
+
+from amaranth.hdl import Module, Mux, Signal, unsigned
+from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from ..compiler.types import ElemType, Index, Tile
+from .beat import beat_signature, stop_width
+from .memory import MemoryPort, TensorPlacement, index_shape, quiet_on_error
+from .unit import ErrorCode, StatusSignature, raise_error
+
+__all__ = ["LinearLoadUnit", "RandomLoadUnit"]
+
+
+def _check_placement(placement, unit):
+    if not isinstance(placement, TensorPlacement):
+        raise TypeError(f"{unit} needs a TensorPlacement, not {placement!r}")
+
+
+def _default_buffer(placement, buffer_tiles, unit):
+    if buffer_tiles is None:
+        return placement.geometry.latency + 4
+    if isinstance(buffer_tiles, bool) or not isinstance(buffer_tiles, int) or buffer_tiles < 1:
+        raise ValueError(f"{unit}: buffer_tiles must be an int >= 1, not {buffer_tiles!r}")
+    return buffer_tiles
+
+
+def _command_layout(placement, stop_bits):
+    return data.StructLayout({"addr": unsigned(placement.geometry.addr_bits), "has_data": 1,
+                              "stop": unsigned(stop_bits), "last": 1})
+
+
+class _TileFetcher(wiring.Component):
+    """The shared back end of the load units (module doc, steps 2-4).
+
+    Members
+    -------
+    cmd : ``In(stream.Signature(_command_layout(...)))``
+        ``addr`` is the tile's first word (ignored when ``has_data`` is 0).
+    out : ``Out(beat_signature(Tile(dtype, tr, tc), rank))``
+    mem : ``Out(MemoryPort(geometry, "read"))``
+    busy : ``Out(1)``
+        A command is being issued, a tile is in flight or a beat waits to leave.
+    """
+
+    def __init__(self, placement, rank, buffer_tiles):
+        self.placement, self.rank, self.buffer_tiles = placement, rank, buffer_tiles
+        self.tile_type = Tile(placement.dtype, *placement.tile)
+        self.cmd_layout = _command_layout(placement, stop_width(rank))
+        super().__init__({
+            "cmd": In(stream.Signature(self.cmd_layout)),
+            "out": Out(beat_signature(self.tile_type, rank)),
+            "mem": Out(MemoryPort(placement.geometry, "read")),
+            "busy": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        p, g = self.placement, self.placement.geometry
+        K, L, T = self.buffer_tiles, g.lanes, p.tile_words
+        nreq = p.bursts_per_tile
+        cmd, out, mem = self.cmd, self.out, self.mem
+        stop_bits = stop_width(self.rank)
+
+        # -- issue: one burst per cycle from the current tile --------------------------------
+        cur_valid = Signal(name="cur_valid")
+        cur_addr = Signal(g.addr_bits, name="cur_addr")
+        cur_req = Signal(index_shape(nreq), name="cur_req")
+        inflight = Signal(range(K + 1), name="inflight")
+        m.d.comb += [mem.req.valid.eq(cur_valid), mem.req.payload.addr.eq(cur_addr),
+                     mem.req.payload.count.eq(p.burst_words)]
+        issued = Signal(name="issued")
+        cur_done = Signal(name="cur_done")
+        m.d.comb += [issued.eq(mem.req.valid & mem.req.ready),
+                     cur_done.eq(issued & (cur_req == nreq - 1))]
+        with m.If(issued):
+            m.d.sync += [cur_addr.eq(cur_addr + p.burst_stride), cur_req.eq(cur_req + 1)]
+            with m.If(cur_done):
+                m.d.sync += cur_valid.eq(0)
+
+        tag_layout = data.StructLayout({"has_data": 1, "stop": unsigned(stop_bits), "last": 1})
+        m.submodules.tags = tags = fifo.SyncFIFO(width=tag_layout.size, depth=K + 2)
+        c = cmd.payload
+        take = Signal(name="take")
+        tag_in = Signal(tag_layout, name="tag_in")
+        m.d.comb += [
+            cmd.ready.eq(tags.w_rdy & (~c.has_data | ((inflight < K) & (~cur_valid | cur_done)))),
+            take.eq(cmd.valid & cmd.ready),
+            tag_in.has_data.eq(c.has_data), tag_in.stop.eq(c.stop), tag_in.last.eq(c.last),
+            tags.w_en.eq(take),
+            tags.w_data.eq(tag_in),
+        ]
+        alloc = Signal(name="alloc")
+        m.d.comb += alloc.eq(take & c.has_data)
+        with m.If(alloc):
+            m.d.sync += [cur_valid.eq(1), cur_addr.eq(c.addr), cur_req.eq(0)]
+
+        # -- the tile buffer ------------------------------------------------------------------
+        m.submodules.tilebuf = tilebuf = Memory(shape=unsigned(T * g.word_bits), depth=K, init=[])
+        wr = tilebuf.write_port(granularity=g.word_bits)
+        rd = tilebuf.read_port(domain="comb")
+        wr_slot = Signal(index_shape(K), name="wr_slot")
+        wr_pos = Signal(range(T + 1), name="wr_pos")
+        rd_slot = Signal(index_shape(K), name="rd_slot")
+        full = Signal(K, name="full")
+        resp = mem.resp
+        # Word positions at which a line can start (prefix sums of the tile's line counts).
+        starts = sorted({r * p.burst_words + j for r in range(nreq)
+                         for j in range(0, p.burst_words, L)})
+        m.d.comb += wr.addr.eq(wr_slot)
+        for t in range(T):
+            word = Signal(g.word_bits, name=f"wword{t}")
+            en = Signal(name=f"wen{t}")
+            for i in range(min(L, t + 1)):
+                if t - i in starts:
+                    with m.If(wr_pos == t - i):
+                        m.d.comb += [word.eq(resp.data[i]), en.eq(resp.valid & (i < resp.count))]
+            m.d.comb += [wr.data.word_select(t, g.word_bits).eq(word), wr.en[t].eq(en)]
+        set_full = Signal(K, name="set_full")
+        clr_full = Signal(K, name="clr_full")
+        with m.If(resp.valid):
+            with m.If(wr_pos + resp.count == T):
+                m.d.sync += [wr_pos.eq(0), wr_slot.eq(Mux(wr_slot == K - 1, 0, wr_slot + 1))]
+                m.d.comb += set_full.eq(1 << wr_slot)
+            with m.Else():
+                m.d.sync += wr_pos.eq(wr_pos + resp.count)
+
+        # -- output ---------------------------------------------------------------------------
+        head = data.View(tag_layout, tags.r_data)
+        m.d.comb += [
+            rd.addr.eq(rd_slot),
+            out.valid.eq(tags.r_rdy & (~head.has_data | full.bit_select(rd_slot, 1))),
+            out.payload.data.eq(Mux(head.has_data, rd.data, 0)),  # stable while offered
+            out.payload.has_data.eq(head.has_data),
+            out.payload.stop.eq(head.stop),
+            out.payload.last.eq(head.last),
+            tags.r_en.eq(out.valid & out.ready),
+        ]
+        freed = Signal(name="freed")
+        m.d.comb += freed.eq(out.valid & out.ready & head.has_data)
+        with m.If(freed):
+            m.d.sync += rd_slot.eq(Mux(rd_slot == K - 1, 0, rd_slot + 1))
+            m.d.comb += clr_full.eq(1 << rd_slot)
+        m.d.sync += full.eq((full | set_full) & ~clr_full)
+        m.d.sync += inflight.eq(inflight + alloc - freed)
+        m.d.comb += self.busy.eq(cur_valid | (inflight != 0) | tags.r_rdy)
+        return m
+
+
+class _WalkState:
+    """Registers of an affine walk, and the logic that steps it (see LinearLoadUnit)."""
+
+    def __init__(self, m, placement, out_shape, stride, offset):
+        p = placement
+        D = len(out_shape)
+        gc = p.grid[1]
+        self.start_addr = p.tile_addr(offset)
+        self.start_col = offset % gc
+        self.idx = [Signal(index_shape(n), name=f"walk_idx{d}") for d, n in enumerate(out_shape)]
+        self.addr = Signal(p.geometry.addr_bits, init=self.start_addr, name="walk_addr")
+        self.col = Signal(index_shape(gc), init=self.start_col, name="walk_col")
+        # t[d]: dimensions d..D-1 are all at their last index (t[D] = 1).
+        t = [Signal(name=f"walk_trail{d}") for d in range(D)] + [1]
+        for d in reversed(range(D)):
+            m.d.comb += t[d].eq(t[d + 1] & (self.idx[d] == out_shape[d] - 1))
+        self.stop = Signal(range(D + 1), name="walk_stop")
+        m.d.comb += self.stop.eq(sum(t[d] for d in range(D)) if D else 0)
+        self.final = t[0] if D else 1
+        self._m, self._p, self._t = m, p, t
+        self._out_shape, self._stride = out_shape, stride
+
+    def step(self):
+        """Statements (under the caller's condition) that advance the walk by one element."""
+        m, p, t = self._m, self._p, self._t
+        out_shape, stride = self._out_shape, self._stride
+        D = len(out_shape)
+        gc = p.grid[1]
+        with m.If(self.final):
+            m.d.sync += [i.eq(0) for i in self.idx]
+            m.d.sync += [self.addr.eq(self.start_addr), self.col.eq(self.start_col)]
+        for d in range(D):
+            # Step dimension d (all deeper dimensions are at their last index and wrap to 0).
+            with m.If(~t[d] & t[d + 1]):
+                delta = stride[d] - sum(stride[e] * (out_shape[e] - 1) for e in range(d + 1, D))
+                q, r = divmod(delta, gc)
+                col = Signal(range(2 * gc), name=f"walk_col_step{d}")
+                m.d.comb += col.eq(self.col + r)
+                m.d.sync += self.idx[d].eq(self.idx[d] + 1)
+                m.d.sync += [self.idx[e].eq(0) for e in range(d + 1, D)]
+                base = q * p.row_step + r * p.col_step
+                with m.If(col >= gc):
+                    m.d.sync += [self.col.eq(col - gc),
+                                 self.addr.eq(self.addr + (base + p.row_step - gc * p.col_step))]
+                with m.Else():
+                    m.d.sync += [self.col.eq(col), self.addr.eq(self.addr + base)]
+
+
+class LinearLoadUnit(wiring.Component):
+    """LinearOffChipLoad: read tiles of a tensor in an affine order (semantics section 4).
+
+    Element ``idx`` (outermost first) of the walk over ``out_shape`` is the tile with linear index
+    ``offset + sum(idx_d * stride_d)``; its stop is the number of innermost walk dimensions at
+    their last index (a size-1 dimension always is), so the output is one tensor of rank
+    ``len(out_shape)``, its last tile carrying ``last``. The walk is checked when the unit is
+    built: every tile it reads lies inside the tensor.
+
+    With a reference port (``ref_type`` given) the whole walk runs once per reference element;
+    the last tile of that read gets the stop ``len(out_shape) + r`` where ``r`` is the reference
+    element's stop, and the reference's ``last``. A stop-only reference beat ``S_r`` becomes a
+    stop-only beat ``S_(len(out_shape) + r)`` and a bare ``Done`` stays a bare ``Done``. A reference
+    beat is taken when the last burst of its read has been issued. Inputs are expected in the
+    canonical stop framing (an element carries the stop that follows it); ``Done`` may be bare.
+
+    Throughput: one burst per cycle, one line per cycle from the memory; see the module doc.
+
+    Parameters
+    ----------
+    placement : stepforge.hdl.memory.TensorPlacement
+        The tensor (memory geometry, dtype, shape, tile, base address).
+    out_shape : tuple of int
+        Sizes of the walk, outermost first; ``()`` reads one tile.
+    stride : tuple of int
+        Stride of each walk dimension in tiles (0 re-reads, negative walks backwards).
+    offset : int, default 0
+        Linear index of the first tile.
+    ref_type : stepforge.compiler.types.ElemType, optional
+        Element type of the reference stream (its contents are ignored); enables ``ref``.
+    ref_rank : int, optional
+        Rank of the reference stream (required with ``ref_type``).
+    row_bound : int or Mapping, optional
+        For a reference of dynamic tiles (:func:`~stepforge.hdl.beat.element_layout`).
+    buffer_tiles : int, optional
+        Slots of the tile buffer (default ``mem_latency + 4``).
+
+    Members
+    -------
+    ref : ``In(beat_signature(ref_type, ref_rank))``
+        Only with ``ref_type``.
+    out : ``Out(beat_signature(Tile(dtype, tr, tc), rank))``
+        ``rank = len(out_shape)`` (+ ``ref_rank`` with a reference).
+    mem : ``Out(MemoryPort(geometry, "read"))``
+    status : ``Out(StatusSignature)``
+        Never raises ``error``.
+
+    Raises
+    ------
+    ValueError
+        A malformed walk or one that leaves the tensor.
+    """
+
+    @quiet_on_error
+    def __init__(self, placement, out_shape, stride, *, offset=0, ref_type=None, ref_rank=None,
+                 row_bound=None, buffer_tiles=None):
+        _check_placement(placement, "LinearLoadUnit")
+        out_shape, stride = tuple(out_shape), tuple(stride)
+        if (len(out_shape) != len(stride)
+                or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in out_shape)
+                or not all(isinstance(s, int) and not isinstance(s, bool) for s in stride)
+                or isinstance(offset, bool) or not isinstance(offset, int)):
+            raise ValueError(f"LinearLoadUnit needs out_shape of ints >= 1, one int stride each and "
+                             f"an int offset; got {out_shape!r}, {stride!r}, {offset!r}")
+        lo = hi = offset
+        for n, s in zip(out_shape, stride):
+            lo, hi = lo + min(0, s * (n - 1)), hi + max(0, s * (n - 1))
+        if lo < 0 or hi >= placement.ntiles:
+            raise ValueError(f"LinearLoadUnit: the walk (out_shape {out_shape}, stride {stride}, "
+                             f"offset {offset}) reads tile {lo if lo < 0 else hi}, outside the "
+                             f"{placement.ntiles} tiles of tensor {placement.shape}")
+        if (ref_type is None) != (ref_rank is None):
+            raise ValueError("LinearLoadUnit: give both ref_type and ref_rank, or neither")
+        if ref_type is not None and not isinstance(ref_type, ElemType):
+            raise TypeError(f"LinearLoadUnit: ref_type must be an element type, not {ref_type!r}")
+        self.placement, self.out_shape, self.stride, self.offset = placement, out_shape, stride, offset
+        self.ref_type, self.ref_rank, self.row_bound = ref_type, ref_rank, row_bound
+        self.buffer_tiles = _default_buffer(placement, buffer_tiles, "LinearLoadUnit")
+        self._explicit_buffer = buffer_tiles
+        self.tile_type = Tile(placement.dtype, *placement.tile)
+        self.rank = len(out_shape) + (ref_rank or 0)
+        members = {}
+        if ref_type is not None:
+            members["ref"] = In(beat_signature(ref_type, ref_rank, row_bound=row_bound))
+        members.update({
+            "out": Out(beat_signature(self.tile_type, self.rank)),
+            "mem": Out(MemoryPort(placement.geometry, "read")),
+            "status": Out(StatusSignature),
+        })
+        super().__init__(members)
+
+    @property
+    def onchip_bytes(self):
+        """Bytes of the tile buffer."""
+        return self.buffer_tiles * self.placement.tile_bytes
+
+    def __repr__(self):
+        args = [repr(self.placement), repr(self.out_shape), repr(self.stride)]
+        if self.offset:
+            args.append(f"offset={self.offset}")
+        if self.ref_type is not None:
+            args += [f"ref_type={self.ref_type!r}", f"ref_rank={self.ref_rank}"]
+        if self.row_bound is not None:
+            args.append(f"row_bound={self.row_bound!r}")
+        if self._explicit_buffer is not None:
+            args.append(f"buffer_tiles={self.buffer_tiles}")
+        return f"LinearLoadUnit({', '.join(args)})"
+
+    def elaborate(self, platform):
+        m = Module()
+        D = len(self.out_shape)
+        m.submodules.fetch = fetch = _TileFetcher(self.placement, self.rank, self.buffer_tiles)
+        wiring.connect(m, wiring.flipped(self.out), fetch.out)
+        wiring.connect(m, wiring.flipped(self.mem), fetch.mem)
+        walk = _WalkState(m, self.placement, self.out_shape, self.stride, self.offset)
+        cmd = fetch.cmd
+        step = Signal(name="step")
+        m.d.comb += [cmd.payload.addr.eq(walk.addr), step.eq(cmd.valid & cmd.ready)]
+        if self.ref_type is None:
+            finished = Signal(name="finished")
+            m.d.comb += [cmd.valid.eq(~finished), cmd.payload.has_data.eq(1),
+                         cmd.payload.stop.eq(walk.stop), cmd.payload.last.eq(walk.final)]
+            with m.If(step):
+                walk.step()
+                with m.If(walk.final):
+                    m.d.sync += finished.eq(1)
+            m.d.comb += self.status.stall_in.eq(0)
+        else:
+            ref = self.ref
+            r = ref.payload
+            m.d.comb += [cmd.valid.eq(ref.valid), cmd.payload.has_data.eq(r.has_data),
+                         cmd.payload.last.eq(r.last & (walk.final | ~r.has_data))]
+            with m.If(r.has_data):
+                m.d.comb += cmd.payload.stop.eq(Mux(walk.final, D + r.stop, walk.stop))
+                m.d.comb += ref.ready.eq(cmd.ready & walk.final)
+                with m.If(step):
+                    walk.step()
+            with m.Else():
+                m.d.comb += cmd.payload.stop.eq(Mux(r.stop != 0, D + r.stop, 0))
+                m.d.comb += ref.ready.eq(cmd.ready)
+            m.d.comb += self.status.stall_in.eq(~ref.valid & ~fetch.busy)
+        m.d.comb += [self.status.busy.eq(fetch.busy | cmd.valid),
+                     self.status.stall_out.eq(self.out.valid & ~self.out.ready)]
+        return m
+
+
+class RandomLoadUnit(wiring.Component):
+    """RandomOffChipLoad: one tile per address, a gather (semantics section 4).
+
+    Each ``addr`` element is a linear tile index ``k``; the output beat is tile ``k`` with the
+    address beat's ``stop`` and ``last`` (stop-only and bare-``Done`` beats pass through in order).
+    An index outside the tensor (``k >= ntiles``) raises ``ADDRESS_RANGE``: that address beat is
+    not taken, nothing more is requested, and tiles already requested still leave.
+
+    Parameters
+    ----------
+    placement : stepforge.hdl.memory.TensorPlacement
+    addr_rank : int
+        Rank of the address stream (and of the output).
+    buffer_tiles : int, optional
+        Slots of the tile buffer (default ``mem_latency + 4``).
+
+    Members
+    -------
+    addr : ``In(beat_signature(Index(), addr_rank))``
+    out : ``Out(beat_signature(Tile(dtype, tr, tc), addr_rank))``
+    mem : ``Out(MemoryPort(geometry, "read"))``
+    status : ``Out(StatusSignature)``
+        ``error`` with ``ErrorCode.ADDRESS_RANGE``.
+    """
+
+    @quiet_on_error
+    def __init__(self, placement, addr_rank, *, buffer_tiles=None):
+        _check_placement(placement, "RandomLoadUnit")
+        stop_width(addr_rank)  # validates the rank
+        self.placement, self.addr_rank = placement, addr_rank
+        self.buffer_tiles = _default_buffer(placement, buffer_tiles, "RandomLoadUnit")
+        self._explicit_buffer = buffer_tiles
+        self.tile_type = Tile(placement.dtype, *placement.tile)
+        super().__init__({
+            "addr": In(beat_signature(Index(), addr_rank)),
+            "out": Out(beat_signature(self.tile_type, addr_rank)),
+            "mem": Out(MemoryPort(placement.geometry, "read")),
+            "status": Out(StatusSignature),
+        })
+
+    @property
+    def onchip_bytes(self):
+        """Bytes of the tile buffer."""
+        return self.buffer_tiles * self.placement.tile_bytes
+
+    def __repr__(self):
+        extra = "" if self._explicit_buffer is None else f", buffer_tiles={self.buffer_tiles}"
+        return f"RandomLoadUnit({self.placement!r}, {self.addr_rank}{extra})"
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self.placement
+        m.submodules.fetch = fetch = _TileFetcher(p, self.addr_rank, self.buffer_tiles)
+        wiring.connect(m, wiring.flipped(self.out), fetch.out)
+        wiring.connect(m, wiring.flipped(self.mem), fetch.mem)
+        a = self.addr.payload
+        bad = Signal(name="bad_index")
+        m.d.comb += bad.eq(a.has_data & (a.data >= p.ntiles))
+        raise_error(m, self.status, ErrorCode.ADDRESS_RANGE, self.addr.valid & bad)
+        tile_addr = Signal(p.geometry.addr_bits, name="tile_addr")
+        m.d.comb += tile_addr.eq(p.address_of(a.data))
+        cmd = fetch.cmd
+        ok = Signal(name="ok")
+        m.d.comb += [
+            ok.eq(~bad & ~self.status.error),
+            cmd.valid.eq(self.addr.valid & ok),
+            cmd.payload.addr.eq(tile_addr),
+            cmd.payload.has_data.eq(a.has_data),
+            cmd.payload.stop.eq(a.stop),
+            cmd.payload.last.eq(a.last),
+            self.addr.ready.eq(cmd.ready & ok),
+            self.status.busy.eq(fetch.busy | self.addr.valid),
+            self.status.stall_in.eq(~self.addr.valid & ~fetch.busy),
+            self.status.stall_out.eq(self.out.valid & ~self.out.ready),
+        ]
+        return m

@@ -1,0 +1,334 @@
+"""Off-chip stores as hardware: LinearOffChipStore (in order) and RandomOffChipStore (scatter).
+
+Both units write through a *tile writer*: it holds one tile, issues its bursts on the memory
+write port (:class:`~stepforge.hdl.memory.TensorPlacement`: one burst per tile row, or one burst
+per tile when rows are contiguous) and presents the tile's words as lines of the memory's width,
+split exactly as the memory consumes a burst. The tile *retires* in the cycle its last line is
+taken; a write taken in a cycle is visible to every read granted later. The next tile can enter
+in the cycle the previous one retires, so a stream of tiles is written at one line per cycle
+(the memory's rate) when the memory is free.
+"""
+
+from amaranth.hdl import C, Cat, Module, Mux, Signal, unsigned
+from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from ..compiler.types import Bool, Index, Tile
+from .beat import beat_signature, stop_width
+from .memory import MemoryPort, TensorPlacement, index_shape, quiet_on_error
+from .unit import ErrorCode, StatusSignature, raise_error
+
+__all__ = ["LinearStoreUnit", "RandomStoreUnit"]
+
+
+def _check_placement(placement, unit):
+    if not isinstance(placement, TensorPlacement):
+        raise TypeError(f"{unit} needs a TensorPlacement, not {placement!r}")
+
+
+class _TileWriter(wiring.Component):
+    """The shared back end of the store units (module doc).
+
+    Members
+    -------
+    cmd : ``In(stream.Signature({"addr", "data"}))``
+        A tile's first word address and its bits (the beat's ``data`` field).
+    mem : ``Out(MemoryPort(geometry, "write"))``
+    busy : ``Out(1)``
+        A tile is held.
+    retire : ``Out(1)``
+        The held tile's last line is taken in this cycle.
+    """
+
+    def __init__(self, placement):
+        self.placement = placement
+        g = placement.geometry
+        self.cmd_layout = data.StructLayout({"addr": unsigned(g.addr_bits),
+                                             "data": unsigned(placement.tile_words * g.word_bits)})
+        super().__init__({
+            "cmd": In(stream.Signature(self.cmd_layout)),
+            "mem": Out(MemoryPort(g, "write")),
+            "busy": Out(1),
+            "retire": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        p, g = self.placement, self.placement.geometry
+        L, T, B = g.lanes, p.tile_words, p.burst_words
+        nreq = p.bursts_per_tile
+        lines_per_burst = g.lines(B)
+        nlines = nreq * lines_per_burst
+        cmd, mem = self.cmd, self.mem
+
+        cur = Signal(name="cur_valid")
+        tile = Signal(T * g.word_bits, name="tile")
+        req_addr = Signal(g.addr_bits, name="req_addr")
+        req_left = Signal(range(nreq + 1), name="req_left")
+        lines_left = Signal(range(nlines + 1), name="lines_left")
+        pos = Signal(index_shape(T), name="line_pos")          # tile word of the next line's lane 0
+        off = Signal(index_shape(B), name="line_off")          # the same, inside its burst
+
+        m.d.comb += [mem.req.valid.eq(cur & (req_left != 0)),
+                     mem.req.payload.addr.eq(req_addr),
+                     mem.req.payload.count.eq(B)]
+        with m.If(mem.req.valid & mem.req.ready):
+            m.d.sync += [req_addr.eq(req_addr + p.burst_stride), req_left.eq(req_left - 1)]
+
+        starts = sorted({r * B + j for r in range(nreq) for j in range(0, B, L)})
+        lanes = []
+        for i in range(L):
+            reach = [s for s in starts if s + i < T]
+            if not reach:       # no line ever puts a word in this lane (a tile narrower than a line)
+                lanes.append(C(0, g.word_bits))
+                continue
+            word = Signal(g.word_bits, name=f"lane{i}_word")
+            for s in reach:
+                with m.If(pos == s):
+                    m.d.comb += word.eq(tile.word_select(s + i, g.word_bits))
+            lanes.append(word)
+        m.d.comb += mem.data.payload.eq(Cat(*lanes))
+        taken = Signal(name="line_taken")
+        m.d.comb += [mem.data.valid.eq(cur & (lines_left != 0)),
+                     taken.eq(mem.data.valid & mem.data.ready),
+                     self.retire.eq(taken & (lines_left == 1))]
+        with m.If(taken):
+            m.d.sync += lines_left.eq(lines_left - 1)
+            with m.If(off + L >= B):
+                m.d.sync += [off.eq(0), pos.eq(pos + (B - off))]
+            with m.Else():
+                m.d.sync += [off.eq(off + L), pos.eq(pos + L)]
+        with m.If(self.retire):
+            m.d.sync += cur.eq(0)
+
+        m.d.comb += cmd.ready.eq(~cur | self.retire)
+        with m.If(cmd.valid & cmd.ready):
+            m.d.sync += [cur.eq(1), tile.eq(cmd.payload.data), req_addr.eq(cmd.payload.addr),
+                         req_left.eq(nreq), lines_left.eq(nlines), pos.eq(0), off.eq(0)]
+        m.d.comb += self.busy.eq(cur)
+        return m
+
+
+class LinearStoreUnit(wiring.Component):
+    """LinearOffChipStore: write a stream's tiles to tiles 0, 1, 2, ... of a tensor.
+
+    The ``k``-th element goes to linear tile index ``k`` (row-major over the tile grid); stops are
+    consumed. A ``k``-th element with ``k >= ntiles`` raises ``ADDRESS_RANGE`` and is not taken.
+    ``done`` rises once the beat with ``last`` has been taken and every write has been taken by
+    the memory (so a read granted from then on sees the whole tensor).
+
+    Parameters
+    ----------
+    placement : stepforge.hdl.memory.TensorPlacement
+    rank : int
+        Rank of the input stream.
+    row_bound : not used
+        (The input's tiles are static.)
+
+    Members
+    -------
+    in0 : ``In(beat_signature(Tile(dtype, tr, tc), rank))``
+    mem : ``Out(MemoryPort(geometry, "write"))``
+    done : ``Out(1)``
+        Sticky: the stream has ended and all its writes are in memory.
+    status : ``Out(StatusSignature)``
+        ``error`` with ``ErrorCode.ADDRESS_RANGE``.
+    """
+
+    @quiet_on_error
+    def __init__(self, placement, rank):
+        _check_placement(placement, "LinearStoreUnit")
+        stop_width(rank)
+        self.placement, self.rank = placement, rank
+        self.tile_type = Tile(placement.dtype, *placement.tile)
+        super().__init__({
+            "in0": In(beat_signature(self.tile_type, rank)),
+            "mem": Out(MemoryPort(placement.geometry, "write")),
+            "done": Out(1),
+            "status": Out(StatusSignature),
+        })
+
+    @property
+    def onchip_bytes(self):
+        """Bytes of the tile register."""
+        return self.placement.tile_bytes
+
+    def __repr__(self):
+        return f"LinearStoreUnit({self.placement!r}, {self.rank})"
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self.placement
+        gc = p.grid[1]
+        m.submodules.writer = writer = _TileWriter(p)
+        wiring.connect(m, wiring.flipped(self.mem), writer.mem)
+        i = self.in0
+        count = Signal(range(p.ntiles + 1), name="count")
+        addr = Signal(p.geometry.addr_bits, init=p.base, name="tile_addr")
+        col = Signal(index_shape(gc), name="tile_col")
+        seen_last = Signal(name="seen_last")
+        bad = Signal(name="too_many")
+        m.d.comb += bad.eq(i.payload.has_data & (count == p.ntiles))
+        raise_error(m, self.status, ErrorCode.ADDRESS_RANGE, i.valid & bad & ~seen_last)
+        ok = Signal(name="ok")
+        m.d.comb += [
+            ok.eq(~seen_last & ~bad & ~self.status.error),
+            writer.cmd.valid.eq(i.valid & ok & i.payload.has_data),
+            writer.cmd.payload.addr.eq(addr),
+            writer.cmd.payload.data.eq(i.payload.data),
+            i.ready.eq(ok & (~i.payload.has_data | writer.cmd.ready)),
+        ]
+        take = Signal(name="take")
+        m.d.comb += take.eq(i.valid & i.ready)
+        with m.If(take & i.payload.has_data):
+            m.d.sync += count.eq(count + 1)
+            with m.If(col == gc - 1):
+                m.d.sync += [col.eq(0), addr.eq(addr + (p.row_step - (gc - 1) * p.col_step))]
+            with m.Else():
+                m.d.sync += [col.eq(col + 1), addr.eq(addr + p.col_step)]
+        with m.If(take & i.payload.last):
+            m.d.sync += seen_last.eq(1)
+        m.d.comb += [
+            self.done.eq(seen_last & ~writer.busy),
+            self.status.busy.eq(writer.busy | (i.valid & ok)),
+            self.status.stall_in.eq(~i.valid & ~seen_last & ~writer.busy),
+            self.status.stall_out.eq((writer.mem.req.valid & ~writer.mem.req.ready)
+                                     | (writer.mem.data.valid & ~writer.mem.data.ready)),
+        ]
+        return m
+
+
+class RandomStoreUnit(wiring.Component):
+    """RandomOffChipStore: a scatter; one acknowledgement per address (semantics section 4).
+
+    Addresses and data are paired element by element: the ``k``-th ``addr`` element (a linear
+    tile index) takes the ``k``-th ``data`` element, whatever the data stream's stops (they are
+    consumed). Writes happen in stream order, so a later write to the same tile wins. Each
+    element's acknowledgement (``True``, with the address beat's ``stop`` and ``last``) leaves
+    after its write has been taken by the memory; stop-only and bare-``Done`` address beats are
+    acknowledged in order as beats without data. The final acknowledgement waits until the data
+    stream has ended too.
+
+    Errors (``status.error`` with the code; the offending beat is not taken and the unit stops
+    taking input):
+
+    * ``ADDRESS_RANGE``: an address ``>= ntiles``;
+    * ``EARLY_END``: an address element after the data stream has ended;
+    * ``LEFTOVER``: a data element after the address stream has ended.
+
+    Parameters
+    ----------
+    placement : stepforge.hdl.memory.TensorPlacement
+    addr_rank : int
+        Rank of the address stream (and of ``ack``).
+    data_rank : int
+        Rank of the data stream.
+
+    Members
+    -------
+    addr : ``In(beat_signature(Index(), addr_rank))``
+    data : ``In(beat_signature(Tile(dtype, tr, tc), data_rank))``
+    ack : ``Out(beat_signature(Bool(), addr_rank))``
+    mem : ``Out(MemoryPort(geometry, "write"))``
+    status : ``Out(StatusSignature)``
+    """
+
+    #: Depth of the acknowledgement queue.
+    ACK_DEPTH = 3
+
+    @quiet_on_error
+    def __init__(self, placement, addr_rank, data_rank):
+        _check_placement(placement, "RandomStoreUnit")
+        stop_width(addr_rank)
+        stop_width(data_rank)
+        self.placement, self.addr_rank, self.data_rank = placement, addr_rank, data_rank
+        self.tile_type = Tile(placement.dtype, *placement.tile)
+        super().__init__({
+            "addr": In(beat_signature(Index(), addr_rank)),
+            "data": In(beat_signature(self.tile_type, data_rank)),
+            "ack": Out(beat_signature(Bool(), addr_rank)),
+            "mem": Out(MemoryPort(placement.geometry, "write")),
+            "status": Out(StatusSignature),
+        })
+
+    @property
+    def onchip_bytes(self):
+        """Bytes of the tile register."""
+        return self.placement.tile_bytes
+
+    def __repr__(self):
+        return f"RandomStoreUnit({self.placement!r}, {self.addr_rank}, {self.data_rank})"
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self.placement
+        depth = self.ACK_DEPTH
+        m.submodules.writer = writer = _TileWriter(p)
+        wiring.connect(m, wiring.flipped(self.mem), writer.mem)
+        a, d, ack = self.addr, self.data, self.ack
+        sw = stop_width(self.addr_rank)
+        tag_layout = data.StructLayout({"has_data": 1, "stop": unsigned(sw), "last": 1})
+        m.submodules.acks = acks = fifo.SyncFIFO(width=tag_layout.size, depth=depth)
+
+        error = self.status.error
+        addr_ended = Signal(name="addr_ended")
+        data_ended = Signal(name="data_ended")
+        pending = Signal(name="pending")                 # a tile in the writer awaits its ack
+        pending_tag = Signal(tag_layout, name="pending_tag")
+
+        addr_elem = Signal(name="addr_elem")
+        data_elem = Signal(name="data_elem")
+        bad = Signal(name="bad_index")
+        m.d.comb += [addr_elem.eq(a.valid & a.payload.has_data & ~addr_ended),
+                     data_elem.eq(d.valid & d.payload.has_data & ~data_ended),
+                     bad.eq(a.payload.data >= p.ntiles)]
+        raise_error(m, self.status, ErrorCode.ADDRESS_RANGE, addr_elem & bad)
+        raise_error(m, self.status, ErrorCode.EARLY_END, addr_elem & ~bad & data_ended)
+        raise_error(m, self.status, ErrorCode.LEFTOVER, data_elem & addr_ended)
+
+        room = Signal(name="room")
+        m.d.comb += room.eq(acks.level + pending < depth)
+        pair = Signal(name="pair")
+        m.d.comb += [
+            writer.cmd.valid.eq(addr_elem & data_elem & ~bad & ~error & room),
+            writer.cmd.payload.addr.eq(p.address_of(a.payload.data)),
+            writer.cmd.payload.data.eq(d.payload.data),
+            pair.eq(writer.cmd.valid & writer.cmd.ready),
+        ]
+        # A stop-only or bare-Done address beat is acknowledged after every earlier element.
+        marker = Signal(name="marker")
+        m.d.comb += marker.eq(a.valid & ~a.payload.has_data & ~addr_ended & ~error & ~pending
+                              & acks.w_rdy)
+        # A data beat without an element is consumed at once.
+        skip = Signal(name="skip")
+        m.d.comb += skip.eq(d.valid & ~d.payload.has_data & ~data_ended & ~error)
+        m.d.comb += [a.ready.eq(pair | marker), d.ready.eq(pair | skip)]
+        with m.If((pair | marker) & a.payload.last):
+            m.d.sync += addr_ended.eq(1)
+        with m.If((pair | skip) & d.payload.last):
+            m.d.sync += data_ended.eq(1)
+
+        tag_in = Signal(tag_layout, name="tag_in")
+        m.d.comb += [tag_in.has_data.eq(a.payload.has_data), tag_in.stop.eq(a.payload.stop),
+                     tag_in.last.eq(a.payload.last)]
+        with m.If(pair):
+            m.d.sync += [pending.eq(1), pending_tag.eq(tag_in)]
+        with m.Elif(writer.retire):
+            m.d.sync += pending.eq(0)
+        m.d.comb += [acks.w_en.eq(writer.retire | marker),
+                     acks.w_data.eq(Mux(writer.retire, pending_tag, tag_in))]
+
+        head = data.View(tag_layout, acks.r_data)
+        m.d.comb += [
+            ack.valid.eq(acks.r_rdy & (~head.last | data_ended)),
+            ack.payload.data.eq(head.has_data),
+            ack.payload.has_data.eq(head.has_data),
+            ack.payload.stop.eq(head.stop),
+            ack.payload.last.eq(head.last),
+            acks.r_en.eq(ack.valid & ack.ready),
+            self.status.busy.eq(pending | writer.busy | ack.valid),
+            self.status.stall_in.eq(~addr_ended & ~pending & ~a.valid
+                                    | addr_elem & ~d.valid & ~data_ended),
+            self.status.stall_out.eq(ack.valid & ~ack.ready),
+        ]
+        return m
