@@ -61,9 +61,12 @@ Decisions (hardware limits, each one detected rather than silently misread):
   the last beat of a replay until the next beat arrives, which deadlocks programs whose next
   buffer depends on this replay (an accumulation through a Bufferize loop). ``in0`` accepts any
   framing.
-* A read side that never receives some buffer (a routing operator sent it elsewhere) does not
-  clear its pending bit (the interpreter does, when that consumer ends); such buffers stay
-  allocated. With a single read side this cannot happen.
+* A read side that never receives some buffer (a routing operator sent it to another
+  consumer) clears its bits when its streams have ended, as the interpreter does: with several
+  read sides, each one then sweeps its pending bits (one block per cycle) and releases what it
+  still holds; buffers closed after that never wait for it. Until then such a buffer stays
+  allocated, so a PMU whose references are *routed* (not broadcast) to several read sides needs
+  room for every buffer in flight, or it stalls for good.
 
 Timing
 ------
@@ -390,8 +393,9 @@ class PMU(wiring.Component):
         pending = [Signal(nblocks, name=f"pending{i}") for i in range(k)]
         pend_set = Signal(nblocks, name="pend_set")
         pend_clr = [Signal(nblocks, name=f"pend_clr{i}") for i in range(k)]
+        finished = [Signal(name=f"r{i}_finished") for i in range(k)]  # its streams have ended
         for i in range(k):
-            m.d.sync += pending[i].eq((pending[i] | pend_set) & ~pend_clr[i])
+            m.d.sync += pending[i].eq((pending[i] | Mux(finished[i], 0, pend_set)) & ~pend_clr[i])
 
         # -- write side (Bufferize) ----------------------------------------------------------
         busy_terms, stall_in_terms, stall_out_terms = [], [], []
@@ -409,8 +413,8 @@ class PMU(wiring.Component):
             rel_id.append(rid)
             rel_taken.append(rt)
             self._elaborate_reader(m, i, r, error, data_mem, stop_mem, desc_mem, next_mem,
-                                   pending[i], rp, rid, rt, busy_terms, stall_in_terms,
-                                   stall_out_terms)
+                                   pending[i], rp, rid, rt, finished[i], busy_terms,
+                                   stall_in_terms, stall_out_terms)
 
         # -- release arbiter and block walker -------------------------------------------------
         w_act = Signal(name="walk_active")
@@ -618,8 +622,8 @@ class PMU(wiring.Component):
     # ---------------------------------------------------------------------------------------
 
     def _elaborate_reader(self, m, i, cfg, error, data_mem, stop_mem, desc_mem, next_mem,
-                          pending, rel_pend, rel_id, rel_taken, busy_terms, stall_in_terms,
-                          stall_out_terms):
+                          pending, rel_pend, rel_id, rel_taken, finished, busy_terms,
+                          stall_in_terms, stall_out_terms):
         b, bsize = self.b, self.block_size
         status = self.status
         nb, nr, no = self.port_names(i)
@@ -646,12 +650,14 @@ class PMU(wiring.Component):
 
         bp = bufs.payload
         if cfg.expand_rank is None:
-            self._plain_controller(m, pfx, cfg, depth, error, bufs, cmd_valid, cmd_replay, cmd_id,
-                                   cmd_L, cmd_last, cmd_rel, cmd_fire, busy_terms, stall_in_terms)
+            done = self._plain_controller(m, pfx, cfg, depth, error, bufs, cmd_valid, cmd_replay,
+                                          cmd_id, cmd_L, cmd_last, cmd_rel, cmd_fire, busy_terms,
+                                          stall_in_terms)
         else:
-            self._ref_controller(m, pfx, cfg, depth, error, bufs, refp, cmd_valid, cmd_replay,
-                                 cmd_id, cmd_L, cmd_last, cmd_rel, cmd_fire, busy_terms,
-                                 stall_in_terms)
+            done = self._ref_controller(m, pfx, cfg, depth, error, bufs, refp, cmd_valid,
+                                        cmd_replay, cmd_id, cmd_L, cmd_last, cmd_rel, cmd_fire,
+                                        busy_terms, stall_in_terms)
+        m.d.comb += finished.eq(done)
 
         # -- replay engine --------------------------------------------------------------------
         act = Signal(name=pfx + "active")
@@ -764,6 +770,24 @@ class PMU(wiring.Component):
         with m.If(rel_taken & ~(issue & final & e_rel)):
             m.d.sync += rel_pend.eq(0)
 
+        if len(self.readers) > 1:
+            # At the end of its streams a read side releases every buffer it never received
+            # (a routing operator sent it to another consumer), as the interpreter does.
+            nblocks = self.blocks
+            sw_ptr = Signal(range(nblocks + 1), name=pfx + "sweep")
+            sweeping = Signal(name=pfx + "sweeping")
+            sw_hit = Signal(name=pfx + "sweep_hit")
+            m.d.comb += [
+                sweeping.eq(finished & ~act & ~error & (sw_ptr != nblocks)),
+                sw_hit.eq(pending.bit_select(sw_ptr, 1) & ~(rel_pend & (rel_id == sw_ptr))),
+            ]
+            with m.If(sweeping):
+                with m.If(~sw_hit):
+                    m.d.sync += sw_ptr.eq(sw_ptr + 1)
+                with m.Elif(~rel_pend | rel_taken):
+                    m.d.sync += [rel_pend.eq(1), rel_id.eq(sw_ptr), sw_ptr.eq(sw_ptr + 1)]
+            busy_terms.append(sweeping)
+
         with m.If(cmd_fire & ~bad):
             if cfg.order is not None:
                 n_entries = math.prod(cfg.order[0])
@@ -829,6 +853,7 @@ class PMU(wiring.Component):
             with m.Else():
                 m.d.sync += rep.eq(rep + 1)
         stall_in_terms.append(~ended & ~bufs.valid)
+        return ended
 
     def _ref_controller(self, m, pfx, cfg, depth, error, bufs, refp, cmd_valid, cmd_replay, cmd_id,
                         cmd_L, cmd_last, cmd_rel, cmd_fire, busy_terms, stall_in_terms):
@@ -905,3 +930,4 @@ class PMU(wiring.Component):
         busy_terms += [cur_v, ended & ~buf_done]  # ... and until the buffer stream's Done
         stall_in_terms.append((~ended & ~refp.valid) | (refp.valid & take & ~bufs.valid & ~buf_done)
                               | (ended & ~buf_done & ~bufs.valid))
+        return ended & buf_done

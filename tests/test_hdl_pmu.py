@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 import pytest
-from amaranth.hdl import Fragment, Module, Signal, Value
+from amaranth.hdl import Array, Fragment, Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import Out
 from amaranth.sim import Simulator
@@ -55,11 +55,16 @@ class Loop(wiring.Component):
     pmu : stepforge.hdl.pmu.PMU
     fifo_depth : int, default 2
         Depth of the edge FIFOs.
+    route : {"broadcast", "alternate"}
+        ``"alternate"`` sends buffer ``j`` to read side ``j % k`` only (a routing operator in
+        front of several Streamify nodes; rank-0 buffer streams only) and ends every read side's
+        stream with the last beat (a bare ``Done`` where the last buffer goes elsewhere).
     """
 
-    def __init__(self, pmu, fifo_depth=2):
+    def __init__(self, pmu, fifo_depth=2, route="broadcast"):
         self.pmu = pmu
         self.fifo_depth = fifo_depth
+        self.route = route
         members = {"in0": pmu.signature.members["in0"]}
         for i, r in enumerate(pmu.readers):
             _, nr, no = pmu.port_names(i)
@@ -72,7 +77,7 @@ class Loop(wiring.Component):
         super().__init__(members)
 
     def __repr__(self):
-        return f"Loop({self.pmu!r}, fifo_depth={self.fifo_depth})"
+        return f"Loop({self.pmu!r}, fifo_depth={self.fifo_depth}, route={self.route!r})"
 
     def elaborate(self, platform):
         m = Module()
@@ -93,9 +98,24 @@ class Loop(wiring.Component):
             wiring.connect(m, getattr(pmu, no), wiring.flipped(getattr(self, no)))
         all_ready = Signal(name="all_ready")
         m.d.comb += all_ready.eq(sum(q.i.ready for q in edges) == len(edges))
-        for q in edges:
-            m.d.comb += [q.i.payload.eq(pmu.refs.payload), q.i.valid.eq(pmu.refs.valid & all_ready)]
-        m.d.comb += pmu.refs.ready.eq(all_ready)
+        if self.route == "broadcast":
+            for q in edges:
+                m.d.comb += [q.i.payload.eq(pmu.refs.payload),
+                             q.i.valid.eq(pmu.refs.valid & all_ready)]
+            m.d.comb += pmu.refs.ready.eq(all_ready)
+        else:
+            k = len(edges)
+            turn = Signal(range(max(k, 2)), name="turn")
+            last = pmu.refs.payload.last
+            bare_done = Signal.like(pmu.refs.payload, name="bare_done")
+            m.d.comb += bare_done.last.eq(1)
+            for j, q in enumerate(edges):
+                mine = turn == j
+                m.d.comb += [q.i.payload.eq(Mux(mine, pmu.refs.payload, bare_done)),
+                             q.i.valid.eq(pmu.refs.valid & Mux(last, all_ready, mine))]
+            m.d.comb += pmu.refs.ready.eq(Mux(last, all_ready, Array(q.i.ready for q in edges)[turn]))
+            with m.If(pmu.refs.valid & pmu.refs.ready):
+                m.d.sync += turn.eq(Mux(turn == k - 1, 0, turn + 1))
         seen = []
         for i in range(len(pmu.readers)):
             o = getattr(self, pmu.port_names(i)[2])
@@ -176,9 +196,10 @@ def run_beats(dut, feeds, outputs, cycles, *, ready=None, sample=()):
     return res
 
 
-def run_loop(pmu, tokens, *, refs=None, fifo_depth=2, valid_p=1.0, ready_p=1.0, seed=0):
+def run_loop(pmu, tokens, *, refs=None, fifo_depth=2, route="broadcast", valid_p=1.0,
+             ready_p=1.0, seed=0):
     """Simulate ``Loop(pmu)`` on input ``tokens`` (and reference streams ``refs[i]``)."""
-    loop = Loop(pmu, fifo_depth)
+    loop = Loop(pmu, fifo_depth, route)
     inputs = {"in0": (beat_layout(ELEM, pmu.rank), tokens)}
     outputs = {"fin": FIN_LAYOUT}
     for i, r in enumerate(pmu.readers):
@@ -368,6 +389,31 @@ def test_two_consumers_share_each_buffer(case, hs, depth):
     refs = bufferize(tokens, pmu.b)
     for i, r in enumerate(pmu.readers):
         assert_tokens(run.outputs[f"out{i}"], streamify(refs, pmu.b, repeat=r.repeat))
+    assert_clean(run, pmu, tokens)
+
+
+@settings(deadline=None, max_examples=10)
+@given(st.integers(1, 2).flatmap(lambda b: st.tuples(
+        st.just(b), st.lists(ragged(b - 1, elems=TILES, max_size=3), max_size=6))),
+       st.lists(st.sampled_from([None, 2]), min_size=2, max_size=3), modes, handshakes)
+def test_consumers_that_miss_buffers_release_them_at_their_end(case, repeats, mode, hs):
+    """Buffers routed to one of several read sides: the others release them when they end.
+
+    A read side holds every buffer it might still receive until its stream ends, so the PMU
+    needs room for all the buffers in flight (here: all of them).
+    """
+    b, tensors = case
+    tokens = from_nested(tensors, b)
+    n = len(tensors) + 1
+    if mode == "dynamic":
+        kw = dict(mode="dynamic", block_size=2, blocks=n * -(-3 ** b // 2))
+    else:
+        kw = dict(slots=n)
+    pmu = PMU(ELEM, b, b, (3,) * b, readers=[Replay(r) for r in repeats], **kw)
+    run = run_loop(pmu, tokens, route="alternate", valid_p=hs[0], ready_p=hs[1], seed=hs[2])
+    refs = bufferize(tokens, b)
+    for i, r in enumerate(pmu.readers):
+        assert_tokens(run.outputs[f"out{i}"], streamify(refs[i::len(repeats)], b, repeat=r.repeat))
     assert_clean(run, pmu, tokens)
 
 
