@@ -1,0 +1,182 @@
+"""Parallelize as hardware: deal rank-``b`` chunks round-robin over ``n`` outputs."""
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from .beat import beat_signature
+from .unit import ErrorCode, StatusSignature, raise_error
+
+__all__ = ["ParallelizeUnit"]
+
+
+def _check_int(name, value, lo, hi=None):
+    if isinstance(value, bool) or not isinstance(value, int) or value < lo \
+            or (hi is not None and value > hi):
+        rng = f"{lo}..{hi}" if hi is not None else f">= {lo}"
+        raise ValueError(f"ParallelizeUnit needs {name} in {rng}, not {value!r}")
+
+
+class ParallelizeUnit(wiring.Component):
+    """Deal the rank-``b`` chunks of ``in0`` round-robin over ``out0 .. out{n-1}`` (semantics
+    section 4, Parallelize; ``docs/routing.md``).
+
+    A chunk is everything up to and including the first beat whose stop is ``>= b`` (one
+    element beat when ``b = 0``), counted over the whole stream (the dimensions above ``b``
+    flattened): chunk ``j`` goes to ``out{j mod n}``. Stops below ``b`` pass through; the chunk's
+    terminating stop leaves as ``S_b`` (no stop when ``b = 0``). At ``b = 0`` a stop-only beat
+    carries no chunk and is consumed without output (the interpreter's flattened structure); at
+    ``b >= 1`` a stop-only beat ``S_s`` with ``s >= b`` opening a chunk is an empty chunk and
+    goes out as a stop-only ``S_b``.
+
+    Timing: combinational, no register between ``in0`` and the outputs: one beat per cycle,
+    0 extra cycles per chunk (the target output advances in the cycle the chunk's last beat
+    moves). After ``in0``'s ``Done`` (fused, or a bare beat at a chunk boundary) every output
+    sends a bare ``Done`` beat (one cycle, all outputs in parallel). ``in0``'s final beat stays
+    on ``in0``, not consumed, until the last output has taken its ``Done``: it keeps the
+    outputs' ``data`` field stable, so every output's ``data`` is wired straight to ``in0``'s
+    (no multiplexer, no gating: the unit's logic does not grow with the element width).
+
+    Run-time faults (sticky ``status.error``; the unit stops moving beats), detected on the beat
+    that shows them, before it is forwarded:
+
+    ===========================  ==========================================================
+    code                         when
+    ===========================  ==========================================================
+    ``EARLY_END``                ``in0`` ends (``Done``) inside a chunk
+    ``BAD_STOP``                 a stop above ``rank`` (only when the field can hold one)
+    ===========================  ==========================================================
+
+    Parameters
+    ----------
+    elem_type : stepforge.compiler.types.ElemType
+        Element type of the stream.
+    rank : int
+        Rank of the input stream (``>= 0``).
+    n : int
+        Number of outputs (``>= 1``).
+    b : int
+        Chunk rank, ``0 <= b <= rank``.
+    row_bound : int or Mapping, optional
+        Bound of a dynamic tile row count (see :func:`~stepforge.hdl.beat.element_layout`).
+
+    Members
+    -------
+    in0 : ``In(beat_signature(elem_type, rank))``
+        Input beats.
+    out0 .. out{n-1} : ``Out(beat_signature(elem_type, b))``
+        The chunks dealt to each output, each closed by ``S_b``.
+    status : ``Out(StatusSignature)``
+        ``busy`` until every output has sent ``Done``; ``stall_in`` while ``in0`` offers
+        nothing before its ``Done``; ``stall_out`` while an output offers a beat that is not
+        taken; ``error``/``code`` as above.
+
+    Raises
+    ------
+    ValueError
+        ``rank``, ``n`` or ``b`` out of range.
+    """
+
+    def __init__(self, elem_type, rank, n, b, *, row_bound=None):
+        self.elem_type, self.rank, self.n, self.b = elem_type, rank, n, b
+        self._row_bound = row_bound
+        _check_int("rank", rank, 0)
+        _check_int("n", n, 1)
+        _check_int("b", b, 0, rank)
+        members = {"in0": In(beat_signature(elem_type, rank, row_bound=row_bound))}
+        for i in range(n):
+            members[f"out{i}"] = Out(beat_signature(elem_type, b, row_bound=row_bound))
+        members["status"] = Out(StatusSignature)
+        super().__init__(members)
+
+    def __repr__(self):
+        rb = f", row_bound={self._row_bound!r}" if self._row_bound is not None else ""
+        return f"ParallelizeUnit({self.elem_type!r}, {self.rank}, {self.n}, {self.b}{rb})"
+
+    @property
+    def outputs(self):
+        """The output ports ``out0 .. out{n-1}`` in order."""
+        return [getattr(self, f"out{i}") for i in range(self.n)]
+
+    def elaborate(self, platform):
+        m = Module()
+        n, b, rank = self.n, self.b, self.rank
+        d = self.in0.payload
+        outs = self.outputs
+        status = self.status
+
+        err = Signal(name="err")
+        m.d.comb += err.eq(status.error)
+
+        # -- state ------------------------------------------------------------------------
+        target = Signal(n, name="target", init=1)     # the output of the current chunk, one-hot
+        in_chunk = Signal(name="in_chunk")            # the current chunk has beats behind it
+        done = Signal(name="done")                    # in0's head is its final beat, handled:
+                                                      # held until every output took Done
+        done_sent = Signal(n, name="done_sent")       # outputs that took their bare Done
+
+        # -- the input beat ---------------------------------------------------------------
+        bare = Signal(name="bare")
+        ends = Signal(name="ends")                    # the beat terminates a chunk
+        forward = Signal(name="forward")              # the beat goes to an output
+        m.d.comb += [
+            bare.eq(~d.has_data & (d.stop == 0) & d.last),
+            ends.eq(d.stop >= b if b > 0 else d.has_data),
+            forward.eq(~bare & (d.has_data if b == 0 else 1)),
+        ]
+        bad_stop = Signal(name="bad_stop")
+        f_early = Signal(name="f_early")
+        m.d.comb += [
+            bad_stop.eq(self.in0.valid & ~done & _above(d.stop, rank)),
+            f_early.eq(self.in0.valid & ~done & ~bad_stop & d.last & ~ends
+                       & (~bare | in_chunk) if b > 0 else 0),
+        ]
+        raise_error(m, status, ErrorCode.BAD_STOP, bad_stop)
+        raise_error(m, status, ErrorCode.EARLY_END, f_early)
+        go = Signal(name="go")
+        m.d.comb += go.eq(self.in0.valid & ~done & ~bad_stop & ~f_early & ~err)
+
+        # S_b closes the chunk; the stops inside it pass
+        out_stop = Signal(Value.cast(outs[0].payload.stop).shape(), name="out_stop")
+        if b > 0:
+            m.d.comb += out_stop.eq(Mux(ends, b, d.stop))
+        # The data field is in0's, always: the bare Done goes out while in0 still holds its
+        # final beat (see done), so the field stays stable without a multiplexer or a register.
+        for i, o in enumerate(outs):
+            m.d.comb += [
+                o.valid.eq(Mux(done, ~done_sent[i] & ~err, go & forward & target[i])),
+                o.payload.data.eq(d.data),
+                o.payload.has_data.eq(d.has_data & ~done),
+                o.payload.stop.eq(Mux(done, 0, out_stop)),
+                o.payload.last.eq(done),
+            ]
+        fire = Signal(name="fire")                    # the beat is handled (forwarded or dropped)
+        end_fire = Signal(name="end_fire")            # the last outputs take Done: in0 retires
+        m.d.comb += [
+            fire.eq(go & (~forward | (target & Cat(o.ready for o in outs)).any())),
+            end_fire.eq(done & ~done_sent.all() & (done_sent | Cat(o.ready for o in outs)).all()
+                        & ~err),
+            self.in0.ready.eq((fire & ~d.last) | end_fire),
+        ]
+        with m.If(fire):
+            with m.If(forward & ends):
+                m.d.sync += [target.eq(target.rotate_left(1)), in_chunk.eq(0)]
+            with m.Elif(forward):
+                m.d.sync += in_chunk.eq(1)
+            with m.If(d.last):
+                m.d.sync += done.eq(1)
+        m.d.sync += done_sent.eq(done_sent | Cat(o.valid & o.ready & done for o in outs))
+
+        # -- status -------------------------------------------------------------------------
+        m.d.comb += [
+            status.busy.eq(~err & ~done_sent.all() & (self.in0.valid | in_chunk | done)),
+            status.stall_in.eq(~err & ~done & ~self.in0.valid),
+            status.stall_out.eq(Cat(o.valid & ~o.ready for o in outs).any()),
+        ]
+        return m
+
+
+def _above(stop, limit):
+    """``stop > limit``, or a constant 0 when the stop field cannot hold a level above ``limit``."""
+    width = Value.cast(stop).shape().width
+    return stop > limit if (1 << width) - 1 > limit else Const(0)
