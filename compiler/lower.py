@@ -41,19 +41,42 @@ def builds(*node_classes):
     return register
 
 
+class Part:
+    """A node implemented by part of another node's unit (a Streamify by its PMU's read side).
+
+    ``ports`` maps the node's port names to the shared component's port names.
+    """
+
+    def __init__(self, component, ports):
+        self.component, self.ports = component, dict(ports)
+
+    def __repr__(self):
+        return f"Part({self.component!r}, {self.ports!r})"
+
+
 @dataclass
 class UnitInstance:
-    """One hardware unit of the system: its id, the node it implements and its component."""
+    """One hardware unit of the system: its id, the node it implements and its component.
+
+    ``ports`` maps the node's port names to the component's (identity unless the builder
+    renamed them); ``shared`` marks a node implemented by another unit's component (a part).
+    """
     uid: int
     name: str
     node: object
     component: object
     memory: list = field(default_factory=list)   # [(port name, "read" | "write")]
     sink: bool = False
+    ports: dict = field(default_factory=dict)
+    shared: bool = False
 
     @property
     def kind(self):
         return type(self.component).__name__
+
+    def port(self, name):
+        """The component's port that implements the node's port ``name``."""
+        return getattr(self.component, self.ports.get(name, name))
 
 
 @dataclass
@@ -78,6 +101,7 @@ class LoweringContext:
         self.program, self.config, self.geometry = program, config, geometry
         self.tensor_base = tensor_base
         self.stream_base = stream_base
+        self.parts = {}     # node -> Part, filled by builders of shared units
 
     def row_bound(self, elem_type):
         """``{rows expression: bound}`` for every dynamic tile inside ``elem_type`` (or None)."""
@@ -286,16 +310,22 @@ def lower(program, config=None, *, depths=None, memory_slack_bytes=0):
 
     units = []
     for node in program.nodes:
+        part = lc.parts.get(node)
+        if part is not None:
+            units.append(UnitInstance(len(units), node.name, node, part.component, [],
+                                      ports=part.ports, shared=True))
+            continue
         fn = BUILDERS.get(type(node))
         if fn is None:
             raise LoweringError(f"{node.name}: the hardware library has no unit for {node.op}")
         try:
-            comp = fn(node, lc)
+            built = fn(node, lc)
         except (ValueError, TypeError) as e:
             raise LoweringError(f"{node.name}: {node.op} cannot be built in hardware: {e}") from e
+        comp, ports = (built.component, built.ports) if isinstance(built, Part) else (built, {})
         memory = list(_memory_ports(comp))
         units.append(UnitInstance(len(units), node.name, node, comp, memory,
-                                  sink=not node.outputs))
+                                  sink=not node.outputs, ports=ports))
     by_node = {u.node: u for u in units}
     sizes = _fifo_depths(program, config.fifo_depth, depths)
     cons = program.consumers()

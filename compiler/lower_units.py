@@ -4,7 +4,9 @@ One small function per operator: it reads the node's parameters and the shapes o
 and constructs the unit of :mod:`stepforge.hdl` that implements it.
 """
 
-from .lower import builds
+from .lower import LoweringError, Part, builds
+from .ops.compute import AddrGen, Filter, RetileStreamify
+from .ops.memory import Bufferize, Streamify
 from .ops.io import Discard, Input, Output
 from .ops.offchip import LinearOffChipLoad, LinearOffChipStore, RandomOffChipLoad, RandomOffChipStore
 from .ops.routing import Broadcast
@@ -119,3 +121,70 @@ def _random_store(node, lc):
     from ..hdl.offchip_store import RandomStoreUnit
     a, d = node.inputs
     return RandomStoreUnit(lc.placement(node.tensor, (d.dtype.rows, d.dtype.cols)), a.rank, d.rank)
+
+
+def _streamify_readers(node):
+    """The Streamify nodes that replay the buffers of Bufferize ``node``, through Broadcasts."""
+    from .ops.routing import Broadcast
+    cons = node.program.consumers()
+    found, stack = [], [node.outputs[0]]
+    while stack:
+        s = stack.pop()
+        for reader, _ in cons[s]:
+            if isinstance(reader, Streamify):
+                found.append(reader)
+            elif isinstance(reader, Broadcast):
+                stack.extend(reader.outputs)
+            else:
+                raise LoweringError(f"{node.name}: its buffers reach {reader.name} ({reader.op}); "
+                                    f"the PMU serves buffers to Streamify nodes (through "
+                                    f"Broadcasts) only")
+    return sorted(found, key=lambda n: node.program.nodes.index(n))
+
+
+@builds(Bufferize)
+def _bufferize(node, lc):
+    from ..hdl.pmu import PMU, Replay
+    x = _in(node)
+    shape = []
+    for d in node.buffer.shape:
+        b = lc.program.symbols.bound(d)
+        if b is None:
+            raise LoweringError(f"{node.name}: buffer dimension {d} has no bound")
+        shape.append(max(b, 1))
+    static = all(isinstance(d, int) for d in node.buffer.shape)
+    readers = _streamify_readers(node)
+    replays = [Replay(r.repeat, expand_rank=r.expand_rank,
+                      ref_type=None if r.ref is None else r.ref.dtype, order=r.order)
+               for r in readers]
+    pmu = PMU(x.dtype, x.rank, node.b, tuple(shape), mode="static" if static else "dynamic",
+              readers=replays or None, row_bound=lc.row_bound(x.dtype))
+    for i, r in enumerate(readers):
+        buffers, ref, out = pmu.port_names(i)
+        ports = {"buffers": buffers, "out": out}
+        if r.ref is not None:
+            ports["ref"] = ref
+        lc.parts[r] = Part(pmu, ports)
+    return Part(pmu, {"in0": "in0", "out": "refs"})
+
+
+@builds(RetileStreamify)
+def _retile(node, lc):
+    from ..hdl.retile import RetileStreamifyUnit
+    x = _in(node)
+    return RetileStreamifyUnit(x.dtype, x.rank, node.split, valid=len(node.inputs) > 1,
+                               b=node.b, row_bound=lc.row_bound(x.dtype))
+
+
+@builds(Filter)
+def _filter(node, lc):
+    from ..hdl.filter import FilterUnit
+    x = _in(node)
+    return FilterUnit(x.dtype, x.rank, keep=node.keep, row_bound=lc.row_bound(x.dtype))
+
+
+@builds(AddrGen)
+def _addrgen(node, lc):
+    from ..hdl.addrgen import AddrGenUnit
+    x, fn = _in(node), node.fn
+    return AddrGenUnit(x.dtype, x.rank, fn.shape, fn.strides, scale=fn.scale, offset=fn.offset)

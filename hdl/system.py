@@ -104,7 +104,9 @@ class System(wiring.Component):
         comps = {}
         for u in hw.units:
             comps[u.name] = u.component
-            m.submodules[f"u{u.uid}_{u.name}"] = ResetInserter(hold)(u.component)
+            if not u.shared:
+                m.submodules[f"u{u.uid}_{u.name}"] = ResetInserter(hold)(u.component)
+        owners = [u for u in hw.units if not u.shared]
         for (u, p), port in zip(reads, mem.read if reads else []):
             wiring.connect(m, getattr(u.component, p), port)
         for (u, p), port in zip(writes, mem.write if writes else []):
@@ -117,8 +119,8 @@ class System(wiring.Component):
             fifo = StreamFIFO(e.layout, e.depth)
             m.submodules[f"f{e.eid}_{e.name.replace('.', '_')}"] = ResetInserter(hold)(fifo)
             fifos.append(fifo)
-            src = getattr(comps[e.src[0]], e.src[1])
-            dst = getattr(comps[e.dst[0]], e.dst[1])
+            src = hw.unit(e.src[0]).port(e.src[1])
+            dst = hw.unit(e.dst[0]).port(e.dst[1])
             stall = Signal(name=f"f{e.eid}_stall")
             bits = [(e.eid * 7 + k) % 32 for k in (2, 3)]
             m.d.comb += stall.eq(self.stall_enable & lfsr[bits[0]] & lfsr[bits[1]])
@@ -139,7 +141,7 @@ class System(wiring.Component):
         m.d.comb += all_done.eq(Cat(*sinks).all() if sinks else 1)
 
         any_error = Signal(name="any_error")
-        m.d.comb += any_error.eq(Cat(*[c.status.error for c in comps.values()]).any())
+        m.d.comb += any_error.eq(Cat(*[u.component.status.error for u in owners]).any())
         error_unit = Signal(16, name="error_unit")
         error_code = Signal(8, name="error_code")
         idle = Signal(32, name="idle_cycles")
@@ -153,7 +155,7 @@ class System(wiring.Component):
                 m.d.sync += idle.eq(idle + 1)
             with m.If(any_error):
                 m.d.sync += [error.eq(1), running.eq(0)]
-                for u in reversed(hw.units):   # the lowest unit id wins among simultaneous errors
+                for u in reversed(owners):   # the lowest unit id wins among simultaneous errors
                     with m.If(comps[u.name].status.error):
                         m.d.sync += [error_unit.eq(u.uid), error_code.eq(comps[u.name].status.code)]
             with m.Elif(all_done):
@@ -173,7 +175,7 @@ class System(wiring.Component):
         host_written = [comps[u.name].bytes for u in hw.units if u.node.op == "Output"]
         csr.add("host_bytes_read", sum(host_read)[:32] if host_read else 0)
         csr.add("host_bytes_written", sum(host_written)[:32] if host_written else 0)
-        for u in hw.units:
+        for u in owners:
             st = comps[u.name].status
             for what in ("busy", "stall_in", "stall_out"):
                 counter = Signal(32, name=f"u{u.uid}_{what}_cycles")

@@ -182,6 +182,8 @@ def deadlock_report(result):
         elif level == 0:
             empty.append(e.name)
     for u in hw.units:
+        if u.shared:
+            continue
         st = c[f"unit.{u.name}.state"]
         waits = [w for bit, w in ((1, "an input"), (2, "an output")) if st >> bit & 1]
         if waits:
