@@ -700,8 +700,10 @@ class PMU(wiring.Component):
         # acceptance and its checks
         m.d.comb += cmd_ready.eq(~error & (~act | (issue & final)))
         live = Signal(name=pfx + "live")
-        # a release still waiting for the arbiter has already ended the buffer for this side
-        m.d.comb += live.eq(pending.bit_select(cmd_id, 1) & ~(rel_pend & (rel_id == cmd_id)))
+        # a release issued this cycle or still waiting for the arbiter has ended the buffer
+        m.d.comb += live.eq(pending.bit_select(cmd_id, 1)
+                            & ~(rel_pend & (rel_id == cmd_id))
+                            & ~(issue & final & e_rel & (e_id == cmd_id)))
         needs_live = Signal(name=pfx + "needs_live")
         m.d.comb += needs_live.eq(cmd_replay | cmd_rel)
         bad = Signal(name=pfx + "bad_buffer")

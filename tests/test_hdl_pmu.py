@@ -132,7 +132,7 @@ class Loop(wiring.Component):
         return m
 
 
-def run_beats(dut, feeds, outputs, cycles, *, ready=None, sample=()):
+def run_beats(dut, feeds, outputs, cycles, *, ready=None, sample=(), start=None):
     """Feed raw beats, ``valid`` high whenever a beat is left; record every transfer's cycle.
 
     Parameters
@@ -145,6 +145,8 @@ def run_beats(dut, feeds, outputs, cycles, *, ready=None, sample=()):
         ``ready(port, cycle) -> bool``; always ready by default.
     sample : sequence of str
         Names of ``dut`` attributes (signals) sampled every cycle into ``"samples"``.
+    start : dict of str to int, optional
+        The cycle from which an input port offers its beats (default 0).
 
     Returns
     -------
@@ -162,7 +164,7 @@ def run_beats(dut, feeds, outputs, cycles, *, ready=None, sample=()):
         for cyc in range(cycles):
             for n in feeds:
                 port = getattr(dut, n)
-                more = sent[n] < len(packed[n])
+                more = sent[n] < len(packed[n]) and cyc >= (start or {}).get(n, 0)
                 ctx.set(port.valid, more)
                 ctx.set(Value.cast(port.payload), packed[n][sent[n]] if more else 0)
             for n in outputs:
@@ -237,7 +239,8 @@ class Make:
         return PMU(*self.args, **self.kwargs)
 
     def __repr__(self):
-        return repr(self())
+        args = [repr(a) for a in self.args] + [f"{k}={v!r}" for k, v in self.kwargs.items()]
+        return f"PMU({', '.join(args)})"
 
 
 def make_pmu(draw, rank, b, shape, readers):
@@ -538,6 +541,19 @@ def test_unknown_buffer_id():
     res = run_beats(pmu, {"in0": (beat_layout(ELEM, 2), [Beat(None, 0, 0, 1)]),
                           "buffers": (lay, [Beat(1, 1, 1, 1)])},
                     {"out": beat_layout(ELEM, 2), "refs": lay}, 20)
+    assert res["error"] == 1 and res["code"] == ErrorCode.BAD_BUFFER
+
+
+def test_a_reference_repeated_after_its_last_replay():
+    """Decision: a read side frees a buffer after each buffer element's replay, so the same id
+    again (the interpreter frees after its *last* occurrence) is flagged, not replayed."""
+    pmu = PMU(ELEM, 1, 1, (2,))
+    lay = beat_layout(pmu.buffer_type, 0)
+    res = run_beats(pmu, {"in0": (beat_layout(ELEM, 1), to_beats([tile(1), tile(2), stop(1)])),
+                          "buffers": (lay, [Beat(0, 1, 0, 0), Beat(0, 1, 0, 1)])},
+                    {"out": beat_layout(ELEM, 1), "refs": lay}, 30, start={"buffers": 5})
+    assert [bt for _, bt in res["out"]["refs"]] == [Beat(0, 1, 0, 1)]
+    assert [bt.data[0, 0] for _, bt in res["out"]["out"]] == [1, 2]
     assert res["error"] == 1 and res["code"] == ErrorCode.BAD_BUFFER
 
 
