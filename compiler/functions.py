@@ -13,8 +13,8 @@ primitive           meaning                                types                
 ==================  =====================================  ==============================  ========
 ``add sub mul div`` elementwise, size-1 dims broadcast     one dtype                       1 / out
 ``maximum``         elementwise maximum                    one dtype                       1 / out
-``exp`` ``rsqrt``   elementwise                            float                           4 / elt
-``silu``            ``x * sigmoid(x)``                     float                           8 / elt
+``exp`` ``rsqrt``   elementwise                            float; int8/int16 fixed point   4 / elt
+``silu``            ``x * sigmoid(x)``                     float; int8/int16 fixed point   8 / elt
 ``row_sum``         ``[R, C] -> [R, 1]``                   any                             1 / in
 ``row_max``         ``[R, C] -> [R, 1]``                   any                             1 / in
 ``matmul``          ``a @ b`` or ``a @ b.T``               one dtype in, ``out`` out       2 M K N
@@ -23,6 +23,10 @@ primitive           meaning                                types                
 ``cast(dtype)``     conversion                             any                             0
 ``retile_row/col``  concatenate rows / columns             one dtype                       0
 ==================  =====================================  ==============================  ========
+
+On ``int8`` and ``int16`` tiles ``exp``, ``silu`` and ``rsqrt`` read the elements as fixed-point
+numbers (Q4.4 and Q8.8) and return the same format, by a table-driven piecewise-linear
+approximation (``stepforge.sim.fixedpoint``, ``docs/arithmetic.md`` section 7).
 
 User functions are built from these by tracing a Python function::
 
@@ -56,7 +60,7 @@ from .errors import StepShapeError, StepTypeError
 from .types import Bool, DType, Index, Select, Tile, Tuple, int32
 
 __all__ = [
-    "Expr", "TileFunction", "function", "as_function",
+    "Expr", "TileFunction", "function", "as_function", "FIXED_POINT_DTYPES",
     "add", "sub", "mul", "div", "maximum", "exp", "silu", "rsqrt", "row_sum", "row_max",
     "matmul", "mac", "scale", "cast", "retile_row", "retile_col",
     "Init", "zeros", "full", "empty_rows", "empty_cols", "as_init",
@@ -299,8 +303,19 @@ def _infer_elementwise(e, ts):
     return Tile(a.dtype, rows, cols)
 
 
-def _infer_unary_float(e, ts):
+#: Integer dtypes on which exp, silu and rsqrt exist in fixed point (Q4.4 and Q8.8; the
+#: formats and the approximations are in ``stepforge.sim.fixedpoint`` and ``docs/arithmetic.md``).
+FIXED_POINT_DTYPES = ("int8", "int16")
+
+
+def _infer_unary_nonlinear(e, ts):
     t = _tile(ts[0], 0, e.op)
+    if not t.dtype.is_float and t.dtype.name in FIXED_POINT_DTYPES:
+        return t  # fixed point, same dtype
+    if not t.dtype.is_float:
+        raise _Fail(StepTypeError, 0, f"{e.op} needs a float tile (bf16 or fp32), got {t!r} "
+                    f"{fmt_shape(t.shape)}; on integers it exists in fixed point for int8 (Q4.4) "
+                    f"and int16 (Q8.8) only (cast first)")
     _float(t, 0, e.op)
     return t
 
@@ -410,7 +425,7 @@ def _flops(e, ts, out):
 _RULES = {
     "add": _infer_elementwise, "sub": _infer_elementwise, "mul": _infer_elementwise,
     "div": _infer_elementwise, "maximum": _infer_elementwise,
-    "exp": _infer_unary_float, "silu": _infer_unary_float, "rsqrt": _infer_unary_float,
+    "exp": _infer_unary_nonlinear, "silu": _infer_unary_nonlinear, "rsqrt": _infer_unary_nonlinear,
     "row_sum": _infer_row, "row_max": _infer_row,
     "matmul": _infer_matmul, "mac": _infer_mac, "cast": _infer_cast,
     "retile_row": _infer_concat, "retile_col": _infer_concat,
@@ -532,6 +547,17 @@ class TileFunction:
             With an ``arg`` attribute: the index of the parameter at fault (or ``None``).
         """
         return self._types(arg_types)[id(self.body)]
+
+    def expression_types(self, *arg_types):
+        """Every node of the body with its type, in evaluation order (for the lowering).
+
+        Returns
+        -------
+        list of (Expr, ElemType or None)
+            ``None`` for a Python-number constant, whose dtype is its partner operand's.
+        """
+        types = self._types(arg_types)
+        return [(e, None if isinstance(types[id(e)], _Const) else types[id(e)]) for e in self._order]
 
     def flops(self, *arg_types):
         """Arithmetic operations of one application (spec section 5)."""

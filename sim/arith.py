@@ -11,6 +11,8 @@ The contract, in full in ``docs/arithmetic.md``:
 * Every NaN result is the canonical quiet NaN (``0x7FC00000``; bf16 ``0x7FC0``).
 * **Integers** wrap modulo ``2**bits`` (two's complement); division truncates toward zero,
   ``x / 0 = -1`` and ``MIN / -1 = MIN``.
+* On int8/int16 tiles ``exp``, ``silu`` and ``rsqrt`` are fixed point (Q4.4 / Q8.8), computed by
+  :func:`stepforge.sim.fixedpoint.evaluate_q` with integer operations only.
 * Sums run in one running sum from ``+0`` in index order (``k`` for matmul, columns for
   row_sum); ``exp`` is a fixed sequence of fp32 operations (Cody-Waite reduction, a degree-5
   polynomial, scaling by ``2**n`` with one rounding); ``silu(x) = x / (1 + exp(-x))``;
@@ -26,6 +28,7 @@ import numpy as np
 
 from ..compiler.functions import TileFunction
 from ..compiler.types import DTYPES, Tile, Tuple, bf16
+from . import fixedpoint
 
 __all__ = [
     "ArithError", "dtype_of", "CANONICAL_NAN_FP32", "CANONICAL_NAN_BF16",
@@ -255,18 +258,35 @@ def exp_fp32(x32):
 def _float_unary(x, op):
     dt = dtype_of(x)
     if not dt.is_float:
-        raise ArithError(f"{op} needs a float tile, got {dt!r}")
+        raise ArithError(f"{op} needs a float tile, got {dt!r} (fixed point exists for int8 and "
+                         f"int16 only)")
     return dt, widen(x)
 
 
+def _fixed_point(x, op):
+    """The fixed-point result of ``op`` when ``x`` is an int8/int16 tile, else ``None``."""
+    dt = dtype_of(x)
+    if dt.is_float or not fixedpoint.supports(dt):
+        return None
+    return fixedpoint.evaluate_q(op, x, dt)
+
+
 def exp(x):
-    """``e ** x`` (see :func:`exp_fp32`)."""
+    """``e ** x`` (see :func:`exp_fp32`); on int8/int16 tiles the fixed-point approximation of
+    :mod:`stepforge.sim.fixedpoint` (Q4.4 / Q8.8)."""
+    q = _fixed_point(x, "exp")
+    if q is not None:
+        return q
     dt, x32 = _float_unary(x, "exp")
     return _finish(exp_fp32(x32), dt)
 
 
 def silu(x):
-    """``x / (1 + exp(-x))``: three rounded fp32 steps after ``exp``."""
+    """``x / (1 + exp(-x))``: three rounded fp32 steps after ``exp``; fixed point on int8/int16
+    tiles."""
+    q = _fixed_point(x, "silu")
+    if q is not None:
+        return q
     dt, x32 = _float_unary(x, "silu")
     with np.errstate(all="ignore"):
         e = exp_fp32(-x32)
@@ -274,7 +294,11 @@ def silu(x):
 
 
 def rsqrt(x):
-    """``1 / sqrt(x)``: a correctly rounded square root, then a correctly rounded division."""
+    """``1 / sqrt(x)``: a correctly rounded square root, then a correctly rounded division; fixed
+    point on int8/int16 tiles (``x <= 0`` gives the dtype's maximum)."""
+    q = _fixed_point(x, "rsqrt")
+    if q is not None:
+        return q
     dt, x32 = _float_unary(x, "rsqrt")
     with np.errstate(all="ignore"):
         return _finish(_F(1) / np.sqrt(x32), dt)

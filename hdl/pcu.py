@@ -1,0 +1,575 @@
+"""The PCU: Map, Accum and Scan of a tile function as a time-multiplexed integer datapath."""
+
+import sympy
+from amaranth.hdl import Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from ..compiler import functions as F
+from ..compiler.types import Tile, Tuple
+from .beat import beat_layout, beat_signature, element_layout
+from .tile_ops import ElementwiseNode, HTile, MatmulNode, RowReduceNode
+from .unit import ErrorCode, StatusSignature, raise_error
+
+__all__ = ["PCU", "MODES", "HW_DTYPES"]
+
+#: What a PCU implements: the compute operators of semantics section 4.
+MODES = ("map", "accum", "scan")
+#: Tile dtypes of the hardware datapath.
+HW_DTYPES = ("int8", "int16", "int32")
+
+_ELEMENTWISE = ("add", "sub", "mul", "div", "maximum", "cast", "exp", "silu", "rsqrt")
+_WIRING = ("arg", "const", "get", "tuple")
+
+
+def _check_hw_type(t, what):
+    """An element type the datapath can hold: static integer tiles and tuples of them."""
+    if isinstance(t, Tuple):
+        for e in t.elems:
+            _check_hw_type(e, what)
+        return
+    if not isinstance(t, Tile):
+        raise ValueError(f"PCU: {what} is {t!r}; the PCU computes on integer tiles (and tuples "
+                         f"of them) only")
+    if t.dtype.is_float or t.dtype.name not in HW_DTYPES:
+        raise ValueError(f"PCU: {what} has dtype {t.dtype!r}; the hardware datapath supports "
+                         f"{', '.join(HW_DTYPES)} only (floating-point tiles are not implemented)")
+
+
+def _check_static(t, what):
+    if isinstance(t, Tuple):
+        for e in t.elems:
+            _check_static(e, what)
+        return
+    if not (isinstance(t.rows, int) and isinstance(t.cols, int)) or t.rows < 1 or t.cols < 1:
+        raise ValueError(f"PCU: {what} {t!r} needs a static, non-empty shape (hierarchical "
+                         f"tiling makes tiles static; only a retile_row/retile_col accumulator "
+                         f"grows a dynamic one)")
+
+
+def _all(bits):
+    v = bits[0]
+    for x in bits[1:]:
+        v = v & x
+    return v
+
+
+def _any(bits):
+    v = bits[0]
+    for x in bits[1:]:
+        v = v | x
+    return v
+
+
+class PCU(wiring.Component):
+    """A pattern compute unit: Map, Accum or Scan of a tile function (semantics section 4).
+
+    The function's expression graph becomes one circuit per primitive
+    (:mod:`stepforge.hdl.tile_ops`): elementwise primitives on ``lanes`` ALUs, row reductions
+    one column per step on ``lanes`` ALUs, ``matmul``/``mac`` on ``multipliers`` multipliers.
+    ``acc + matmul(a, w)`` (with the matmul used only there) is recognised and fused into ``mac``,
+    so the products go straight into the accumulator (the paper's Zip + Map + Accum).
+
+    **Timing.** The primitives of one beat run one after another, each over its fixed number of
+    steps, so a data beat takes ``ii = sum of the primitives' steps`` cycles (at least 1): for a
+    single primitive, ``ceil(elements / lanes)`` (elementwise), ``ceil(rows / lanes) * cols``
+    (row_sum, row_max), ``ceil(M*K*N / multipliers)`` (matmul, mac) or 1 (retile_row,
+    retile_col, and functions without arithmetic). Input beats are read in place and taken in a
+    sequence's last step while the result moves to the output register, so a fully fed PCU takes
+    a new data beat every ``ii`` cycles and a stop-only beat every cycle; the first result
+    appears ``ii`` cycles after its beat arrives. ``out.valid`` comes from a register (no path
+    from ``out.ready``); the inputs' ``ready`` depends on their ``valid`` and on ``out.ready``.
+
+    **Modes.**
+
+    * ``"map"``: one output beat per input beat: ``fn(x)`` (or ``fn(x0, x1, ...)`` over several
+      ports, taken in lock step, or over the fields of one port's ``Tuple``) with the beat's stop
+      and ``last``.
+    * ``"accum"``: ``acc = fn(acc, x...)`` on every element; a beat with stop ``s >= b`` emits the
+      accumulator (stop ``s - b`` when ``s > b``, none when ``s = b``) and resets it to ``init``;
+      a stop-only beat accumulates nothing (an empty level-``b`` fibre emits ``init``). A beat that
+      emits nothing but ends the stream sends a bare ``Done``.
+    * ``"scan"``: like accum, but every data beat emits the new state with the input's stop and
+      stop-only beats pass through; the state resets after a stop ``s >= b``.
+
+    With ``retile_row``/``retile_col`` as ``fn`` the accumulator is a growing tile: the elements'
+    rows (columns) are stacked into a register of the output's bound (rows beyond the count are
+    zero, as the wire encoding wants). An element that would grow it past the bound raises
+    ``OVER_BOUND``.
+
+    **Errors.** Lock-step inputs whose ``has_data``, ``stop`` or ``last`` differ raise
+    ``STOP_MISMATCH``; the unit then stops (no input is taken, no output is produced).
+
+    Integer arithmetic is bit-exact with :mod:`stepforge.sim.arith` (wrapping, int32 matmul
+    sums, truncating division, the fixed-point ``exp``/``silu``/``rsqrt`` of
+    :mod:`stepforge.sim.fixedpoint`).
+
+    Parameters
+    ----------
+    fn : TileFunction or callable
+        The tile function (a Python callable is traced).
+    in_types : ElemType or sequence of ElemType
+        Element type of each input port (``in0``, ``in1``, ...); static integer tiles or a
+        ``Tuple`` of them.
+    rank : int
+        Rank of the input streams.
+    mode : str, default ``"map"``
+        ``"map"``, ``"accum"`` or ``"scan"``.
+    init : Init, optional
+        Accum/Scan: the accumulator's initial value (anything
+        :func:`~stepforge.compiler.functions.as_init` accepts; ``None`` for retiling).
+    b : int, optional
+        Accum (``1 <= b <= rank``) and Scan (``1 <= b <= rank + 1``, default 1).
+    out_type : Tile, optional
+        Retiling Accum/Scan: the grown tile's type (dynamic rows need ``row_bound``). Default: a
+        ``retile_row`` accumulator of dynamic rows bounded by ``row_bound``.
+    lanes : int, default 4
+        ALUs of elementwise and row primitives.
+    multipliers : int, default 16
+        Multipliers of matmul/mac.
+    row_bound : int or Mapping, optional
+        Bound of a dynamic tile row count (see :func:`~stepforge.hdl.beat.element_layout`).
+    src_loc_at : int, default 0
+        As for :class:`~amaranth.lib.wiring.Component`.
+
+    Members
+    -------
+    in0, in1, ... : ``In(beat_signature(in_types[k], rank))``
+        Input beats.
+    out : ``Out(beat_signature(out_type, rank - b if mode == "accum" else rank))``
+        Output beats.
+    status : ``Out(StatusSignature)``
+        ``busy`` while an input is offered or a result waits; raises ``STOP_MISMATCH`` and
+        ``OVER_BOUND``.
+
+    Attributes
+    ----------
+    ii : int
+        Cycles per data beat when fully fed.
+    out_type : ElemType
+        The output element type.
+    out_rank : int
+        The output stream's rank.
+
+    Raises
+    ------
+    ValueError
+        A float dtype, a non-tile element, a dynamic input tile, a bad mode, rank or ``b``, a
+        retiling function inside a larger function, or a result that is not the accumulator's
+        type.
+    """
+
+    def __init__(self, fn, in_types, rank, *, mode="map", init=None, b=None, out_type=None,
+                 lanes=4, multipliers=16, row_bound=None, src_loc_at=0):
+        self.fn = F.as_function(fn)
+        if mode not in MODES:
+            raise ValueError(f"PCU mode must be one of {MODES}, not {mode!r}")
+        if isinstance(in_types, (Tile, Tuple)):
+            in_types = (in_types,)
+        self.in_types = tuple(in_types)
+        if not self.in_types:
+            raise ValueError("PCU needs at least one input type")
+        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
+            raise ValueError(f"PCU needs an int rank >= 0, not {rank!r}")
+        for name, v in (("lanes", lanes), ("multipliers", multipliers)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"PCU {name} must be an int >= 1, not {v!r}")
+        self.mode, self.rank, self.lanes, self.multipliers = mode, rank, lanes, multipliers
+        self.row_bound = row_bound
+        for k, t in enumerate(self.in_types):
+            _check_hw_type(t, f"input in{k}")
+            _check_static(t, f"input in{k}")
+
+        fold = mode != "map"
+        if fold:
+            hi = rank if mode == "accum" else rank + 1
+            if b is None and mode == "scan":
+                b = 1
+            if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= hi:
+                raise ValueError(f"PCU {mode} needs b in 1..{hi} for a rank-{rank} stream, got {b!r}")
+            if mode == "accum" and rank < 1:
+                raise ValueError("PCU accum needs a stream of rank >= 1")
+        elif b is not None or init is not None:
+            raise ValueError("PCU map takes neither init nor b")
+        self.b = b
+
+        n_lead = 1 if fold else 0
+        elem = self.in_types[0] if len(self.in_types) == 1 else Tuple(*self.in_types)
+        n = self.fn.arity - n_lead
+        if len(self.in_types) == 1 and isinstance(elem, Tuple) and n == len(elem.elems) and n > 1:
+            self.unpack, self._stream_args = True, list(elem.elems)
+        elif n == len(self.in_types):
+            self.unpack, self._stream_args = len(self.in_types) > 1, list(self.in_types)
+        else:
+            raise ValueError(f"PCU: {self.fn!r} takes {self.fn.arity} arguments; {mode} over "
+                             f"{len(self.in_types)} input(s) of {list(self.in_types)!r} gives "
+                             f"{n_lead + len(self.in_types)}")
+
+        self.retile = self.fn.accum
+        if self.retile is not None:
+            self._setup_retile(init, elem, out_type)
+        else:
+            if any(e.op in ("retile_row", "retile_col") for e in self.fn.expressions()):
+                raise ValueError(f"PCU: {self.fn!r}: retile_row/retile_col is implemented only as "
+                                 f"the whole function of an Accum or Scan")
+            if fold:
+                self.init = F.as_init(init, elem, self.fn)
+                _check_hw_type(self.init.type, "the accumulator")
+                _check_static(self.init.type, "the accumulator")
+                self._arg_types = [self.init.type] + self._stream_args
+            else:
+                self.init = None
+                self._arg_types = list(self._stream_args)
+            res = self.fn.infer(*self._arg_types)
+            if fold and res != self.init.type:
+                raise ValueError(f"PCU: {self.fn!r} returns {res!r} for an accumulator of "
+                                 f"{self.init.type!r}")
+            _check_hw_type(res, "the result")
+            self.out_type = res
+            self._plan()
+
+        self.out_rank = out_rank = rank - b if mode == "accum" else rank
+        members = {f"in{k}": In(beat_signature(t, rank, row_bound=row_bound))
+                   for k, t in enumerate(self.in_types)}
+        members["out"] = Out(beat_signature(self.out_type, out_rank, row_bound=row_bound))
+        members["status"] = Out(StatusSignature)
+        super().__init__(members, src_loc_at=src_loc_at + 1)
+
+    @classmethod
+    def for_node(cls, node, config, *, row_bound=None):
+        """The PCU of a Map, Accum or Scan graph node on the machine ``config``.
+
+        Parameters
+        ----------
+        node : Map, Accum or Scan
+        config : stepforge.hdl.config.HardwareConfig
+            Supplies ``pcu_lanes`` and ``pcu_multipliers``.
+        row_bound : int or Mapping, optional
+            Default: the program's bounds of the symbols of every dynamic row count.
+        """
+        from ..compiler.ops.compute import Accum, Map, Scan
+        if row_bound is None:
+            row_bound = {}
+            sym = node.program.symbols
+            for s in list(node.inputs) + list(node.outputs):
+                for t in (s.dtype.elems if isinstance(s.dtype, Tuple) else (s.dtype,)):
+                    if isinstance(t, Tile) and not isinstance(t.rows, int):
+                        row_bound[t.rows] = sym.bound(t.rows)
+        types = [s.dtype for s in node.inputs]
+        rank = node.inputs[0].rank
+        kw = dict(lanes=config.pcu_lanes, multipliers=config.pcu_multipliers, row_bound=row_bound,
+                  src_loc_at=1)  # an unused unit is reported at the caller
+        if isinstance(node, Map):
+            return cls(node.fn, types, rank, **kw)
+        if isinstance(node, (Accum, Scan)):
+            mode = "accum" if isinstance(node, Accum) else "scan"
+            out = node.outputs[0].dtype if node.fn.accum is not None else None
+            return cls(node.fn, types, rank, mode=mode, init=node.init, b=node.b, out_type=out, **kw)
+        raise TypeError(f"a PCU implements Map, Accum and Scan nodes, not {node!r}")
+
+    def __repr__(self):
+        extra = ""
+        if self.mode != "map":
+            extra = f", mode={self.mode!r}, init={self.init!r}, b={self.b}"
+        return (f"PCU({self.fn!r}, {list(self.in_types)!r}, {self.rank}{extra}, lanes={self.lanes}, "
+                f"multipliers={self.multipliers})")
+
+    # -- construction helpers --
+
+    def _setup_retile(self, init, elem, out_type):
+        if self.mode == "map" or self.fn.primitive is None:
+            raise ValueError(f"PCU: {self.fn!r} grows its accumulator: only as the whole function "
+                             f"of an Accum or Scan")
+        if len(self.in_types) != 1 or not isinstance(elem, Tile):
+            raise ValueError(f"PCU: {self.fn!r} needs one stream of tiles, got {list(self.in_types)!r}")
+        self.init = F.as_init(init, elem, self.fn)
+        it = self.init.type
+        grow_rows = self.retile == "rows"
+        if not isinstance(it, Tile) or it.dtype != elem.dtype or (it.rows if grow_rows else it.cols) != 0:
+            raise ValueError(f"PCU: {self.fn!r} starts from an empty tile of the elements' dtype "
+                             f"(empty_rows/empty_cols), not {self.init!r}")
+        if out_type is None:
+            if not grow_rows:
+                raise ValueError("PCU: a retile_col accumulator needs out_type (its width must be "
+                                 "static: a dynamic column count has no wire encoding)")
+            out_type = Tile(elem.dtype, sympy.Symbol("R_acc", integer=True, nonnegative=True), elem.cols)
+        if not isinstance(out_type, Tile) or out_type.dtype != elem.dtype:
+            raise ValueError(f"PCU: out_type {out_type!r} must be a tile of the elements' dtype")
+        if grow_rows and out_type.cols != elem.cols or not grow_rows and out_type.rows != elem.rows:
+            raise ValueError(f"PCU: out_type {out_type!r} does not fit {self.fn!r} of {elem!r}")
+        if not isinstance(out_type.cols, int):
+            raise ValueError(f"PCU: out_type {out_type!r}: a dynamic column count has no wire encoding")
+        layout = element_layout(out_type, row_bound=self.row_bound)
+        self._dynamic = not isinstance(out_type.rows, int)
+        if grow_rows:
+            self._bound = layout.members["data"].length if self._dynamic else out_type.rows
+        else:
+            self._bound = out_type.cols
+        _check_hw_type(out_type, "the accumulator")
+        self.out_type = out_type
+        self._arg_types = [it, elem]
+        self.ii = 1
+        self._nodes, self._order = {}, []
+
+    def _plan(self):
+        """Turn the expression graph into node circuits (fusing ``acc + matmul`` into ``mac``)
+        and lay out their steps."""
+        typed = self.fn.expression_types(*self._arg_types)
+        self._types = {id(e): t for e, t in typed}
+        uses = {}
+        for e, _ in typed:
+            for a in e.args:
+                uses[id(a)] = uses.get(id(a), 0) + 1
+        fused, skipped = {}, set()
+        for e, t in typed:
+            if e.op != "add" or not isinstance(t, Tile):
+                continue
+            for x, mm in (e.args, e.args[::-1]):
+                if (mm.op == "matmul" and uses.get(id(mm), 0) == 1 and id(mm) not in skipped
+                        and self._types[id(x)] == t and self._types[id(mm)] == t):
+                    fused[id(e)] = (x, mm)
+                    skipped.add(id(mm))
+                    break
+        self._fused, self._skipped = fused, skipped
+        self._order = [e for e, _ in typed if id(e) not in skipped]
+        self._nodes = {}
+        step = 0
+        for idx, e in enumerate(self._order):
+            if e.op in _WIRING:
+                continue
+            _check_hw_type(self._types[id(e)], f"{e.op} in {self.fn!r}")
+            name = f"n{idx}_{e.op if id(e) not in fused else 'mac'}"
+            node = self._node(e, name)
+            node.start = step
+            step += node.steps
+            self._nodes[id(e)] = node
+        self.ii = max(step, 1)
+
+    def _node(self, e, name):
+        t = self._types[id(e)]
+        if id(e) in self._fused:
+            x, mm = self._fused[id(e)]
+            a, w = (self._types[id(v)] for v in mm.args)
+            return MatmulNode(a.dtype, t.dtype, a.rows, a.cols, t.cols, mm.attrs["transpose_b"],
+                              True, self.multipliers, name)
+        if e.op in ("matmul", "mac"):
+            a = self._types[id(e.args[0 if e.op == "matmul" else 1])]
+            return MatmulNode(a.dtype, t.dtype, a.rows, a.cols, t.cols, e.attrs["transpose_b"],
+                              e.op == "mac", self.multipliers, name)
+        if e.op in ("row_sum", "row_max"):
+            x = self._types[id(e.args[0])]
+            return RowReduceNode(e.op, t.dtype, x.rows, x.cols, self.lanes, name)
+        if e.op in _ELEMENTWISE:
+            tiles = [self._types[id(a)] for a in e.args if self._types[id(a)] is not None]
+            return ElementwiseNode(e.op, e.attrs, tiles[0].dtype, t.dtype, t.rows, t.cols,
+                                   self.lanes, name)
+        raise ValueError(f"PCU: no circuit for {e.op!r}")
+
+    # -- elaboration --
+
+    def _port_values(self):
+        """The stream arguments as hardware values read in place from the input ports."""
+        def value(t, view):
+            if isinstance(t, Tuple):
+                return tuple(value(f, view[f"f{i}"]) for i, f in enumerate(t.elems))
+            return HTile(t.dtype, [[view[i][j] for j in range(t.cols)] for i in range(t.rows)])
+        vals = [value(t, getattr(self, f"in{k}").payload.data) for k, t in enumerate(self.in_types)]
+        if self.unpack and len(self.in_types) == 1:
+            return list(vals[0])
+        return vals
+
+    def elaborate(self, platform):
+        m = Module()
+        ports = [getattr(self, f"in{k}") for k in range(len(self.in_types))]
+        o = self.out
+        p0 = ports[0].payload
+        hd, s, last = p0.has_data, p0.stop, p0.last
+
+        all_valid = Signal(name="all_valid")
+        any_valid = Signal(name="any_valid")
+        mismatch = Signal(name="mismatch")
+        differ = 0
+        for p in ports[1:]:
+            q = p.payload
+            differ = differ | (q.has_data != hd) | (q.stop != s) | (q.last != last)
+        m.d.comb += [
+            all_valid.eq(_all([p.valid for p in ports])),
+            any_valid.eq(_any([p.valid for p in ports])),
+            mismatch.eq(all_valid & differ),
+        ]
+        raise_error(m, self.status, ErrorCode.STOP_MISMATCH, mismatch)
+
+        step = Signal(range(max(self.ii, 2)), name="step")
+        final = Signal(name="final")
+        emit = Signal(name="emit")
+        run = Signal(name="run")
+        advance = Signal(name="advance")
+        finish = Signal(name="finish")
+        out_valid = Signal(name="out_valid")
+        out_buf = Signal(beat_layout(self.out_type, self.out_rank, row_bound=self.row_bound),
+                         name="out_buf")
+        over = Signal(name="over_bound")
+
+        if self.mode == "accum":
+            m.d.comb += emit.eq((s >= self.b) | last)
+        else:
+            m.d.comb += emit.eq(1)
+        m.d.comb += [
+            final.eq((step == self.ii - 1) | ~hd),
+            run.eq(all_valid & ~mismatch & ~over & ~self.status.error),
+            advance.eq(run & (~(final & emit) | ~out_valid | o.ready)),
+            finish.eq(advance & final),
+            o.valid.eq(out_valid),
+            o.payload.eq(out_buf),
+        ]
+        m.d.comb += [p.ready.eq(finish) for p in ports]
+        with m.If(advance):
+            m.d.sync += step.eq(0)
+            if self.ii > 1:
+                with m.If(~final):
+                    m.d.sync += step.eq(step + 1)
+
+        stream_args = self._port_values()
+        if self.retile is not None:
+            result_if_data, acc_regs, init_vals = self._elaborate_retile(m, stream_args, hd, over)
+            raise_error(m, self.status, ErrorCode.OVER_BOUND, all_valid & ~mismatch & over)
+        else:
+            m.d.comb += over.eq(0)
+            acc_regs = init_vals = None
+            if self.mode != "map":
+                acc_regs = self._signals(self.init, "acc")
+                init_vals = self._init_values(self.init)
+            args = ([acc_regs] if acc_regs is not None else []) + list(stream_args)
+            result_if_data = self._elaborate_graph(m, step, advance, args)
+
+        # the output beat
+        data = out_buf.data
+        with m.If(o.ready & out_valid):
+            m.d.sync += out_valid.eq(0)
+        with m.If(finish & emit):
+            m.d.sync += [out_valid.eq(1), out_buf.last.eq(last)]
+            if self.mode == "accum":
+                emitted = Signal(name="emit_data")
+                m.d.comb += emitted.eq(s >= self.b)
+                m.d.sync += [out_buf.has_data.eq(emitted),
+                             out_buf.stop.eq(0)]
+                with m.If(s > self.b):
+                    m.d.sync += out_buf.stop.eq(s - self.b)
+                with m.If(hd):
+                    m.d.sync += self._assign(data, result_if_data)
+                with m.Else():
+                    m.d.sync += self._assign(data, acc_regs)
+            else:
+                m.d.sync += [out_buf.has_data.eq(hd), out_buf.stop.eq(s)]
+                m.d.sync += self._assign(data, result_if_data)
+        if acc_regs is not None:
+            with m.If(finish):
+                with m.If(s >= self.b):
+                    m.d.sync += self._assign_value(acc_regs, init_vals)
+                with m.Elif(hd):
+                    m.d.sync += self._assign_value(acc_regs, result_if_data)
+
+        m.d.comb += [
+            self.status.busy.eq(any_valid | out_valid),
+            self.status.stall_in.eq(~all_valid & ~self.status.error),
+            self.status.stall_out.eq(out_valid & ~o.ready),
+        ]
+        return m
+
+    def _signals(self, init, name):
+        """Accumulator registers whose reset value is ``init``."""
+        if isinstance(init.type, Tuple):
+            return tuple(self._signals(f, f"{name}_f{i}") for i, f in enumerate(init.fill))
+        t = init.type
+        return HTile.signals(t.dtype, t.rows, t.cols, name, init=int(init.fill))
+
+    def _init_values(self, init):
+        if isinstance(init.type, Tuple):
+            return tuple(self._init_values(f) for f in init.fill)
+        t = init.type
+        return HTile.const(t.dtype, int(init.fill), t.rows, t.cols)
+
+    @staticmethod
+    def _assign_value(dst, src):
+        """Statements ``dst = src`` for matching register structures (HTile, tuple, growing)."""
+        if isinstance(dst, tuple):
+            return [st for d, v in zip(dst, src) for st in PCU._assign_value(d, v)]
+        if isinstance(dst, _GrowingTile):
+            return [dst.count.eq(src.count)] + PCU._assign_value(dst.tile, src.tile)
+        return [d.eq(v) for d, v in zip(dst.flat(), src.flat())]
+
+    @staticmethod
+    def _assign(view, value):
+        """Statements writing ``value`` into the ``data`` view of a beat."""
+        if isinstance(value, tuple):
+            return [st for i, v in enumerate(value) for st in PCU._assign(view[f"f{i}"], v)]
+        if isinstance(value, _GrowingTile):
+            if value.dynamic:
+                return [view.rows.eq(value.count)] + PCU._assign(view.data, value.tile)
+            return PCU._assign(view, value.tile)
+        return [view[i][j].eq(value.elems[i][j]) for i in range(value.rows) for j in range(value.cols)]
+
+    def _elaborate_graph(self, m, step, advance, args):
+        """Build every node; return the function's value as seen in the sequence's last step."""
+        timed = [e for e in self._order if id(e) in self._nodes]
+        last = timed[-1] if timed else None
+        values, final_values = {}, {}
+        for e in self._order:
+            if e.op == "arg":
+                v = args[e.attrs["index"]]
+                values[id(e)] = final_values[id(e)] = v
+            elif e.op == "const":
+                values[id(e)] = final_values[id(e)] = e.attrs["value"]
+            elif e.op == "get":
+                values[id(e)] = values[id(e.args[0])][e.attrs["index"]]
+                final_values[id(e)] = final_values[id(e.args[0])][e.attrs["index"]]
+            elif e.op == "tuple":
+                values[id(e)] = tuple(values[id(a)] for a in e.args)
+                final_values[id(e)] = tuple(final_values[id(a)] for a in e.args)
+            else:
+                node = self._nodes[id(e)]
+                if id(e) in self._fused:
+                    x, mm = self._fused[id(e)]
+                    operands = [values[id(x)]] + [values[id(a)] for a in mm.args]
+                else:
+                    operands = [values[id(a)] for a in e.args]
+                keep = not (e is last and node.steps == 1)
+                nxt = node.elaborate(m, step, operands, start=node.start, keep_reg=keep)
+                node.clock(m, step, advance)
+                values[id(e)] = node.reg
+                final_values[id(e)] = nxt if e is last else node.reg
+        return final_values[id(self.fn.body)]
+
+    def _elaborate_retile(self, m, stream_args, hd, over):
+        """The growing accumulator of retile_row/retile_col: a count and a bounded register."""
+        (x,) = stream_args
+        t = self.out_type
+        rows_mode = self.retile == "rows"
+        bound = self._bound
+        shape = (bound, t.cols) if rows_mode else (t.rows, bound)
+        count = Signal(range(bound + 1), name="acc_count")
+        acc = HTile.signals(t.dtype, *shape, "acc")
+        nxt = HTile.signals(t.dtype, *shape, "acc_n")
+        new_count = Signal(range(2 * bound + 2), name="acc_count_n")
+        step = x.rows if rows_mode else x.cols
+        m.d.comb += [new_count.eq(count + step),
+                     over.eq(hd & (new_count > bound))]
+        m.d.comb += [n.eq(a) for n, a in zip(nxt.flat(), acc.flat())]
+        for q in range(bound):
+            for k in range(min(step, q + 1)):
+                with m.If(count == q - k):
+                    if rows_mode:
+                        m.d.comb += [nxt.elems[q][j].eq(x.elems[k][j]) for j in range(t.cols)]
+                    else:
+                        m.d.comb += [nxt.elems[i][q].eq(x.elems[i][k]) for i in range(t.rows)]
+        dynamic = self._dynamic and rows_mode
+        zero = HTile.const(t.dtype, 0, *shape)
+        return (_GrowingTile(dynamic, new_count, nxt), _GrowingTile(dynamic, count, acc),
+                _GrowingTile(dynamic, 0, zero))
+
+
+class _GrowingTile:
+    """A retiling accumulator value: ``count`` rows (or columns) of the ``tile`` register."""
+
+    def __init__(self, dynamic, count, tile):
+        self.dynamic, self.count, self.tile = dynamic, count, tile
