@@ -9,7 +9,7 @@ from .ops.compute import AddrGen, Filter, RetileStreamify
 from .ops.memory import Bufferize, Streamify
 from .ops.io import Discard, Input, Output
 from .ops.offchip import LinearOffChipLoad, LinearOffChipStore, RandomOffChipLoad, RandomOffChipStore
-from .ops.routing import Broadcast
+from .ops.routing import Broadcast, EagerMerge, Parallelize, Partition, Reassemble
 from .ops.shape import Expand, Flatten, Promote, RepeatStatic, Reshape, Zip
 
 
@@ -125,7 +125,7 @@ def _random_store(node, lc):
 
 def _streamify_readers(node):
     """The Streamify nodes that replay the buffers of Bufferize ``node``, through Broadcasts."""
-    from .ops.routing import Broadcast
+    from .ops.routing import Broadcast, EagerMerge, Parallelize, Partition, Reassemble
     cons = node.program.consumers()
     found, stack = [], [node.outputs[0]]
     while stack:
@@ -188,3 +188,34 @@ def _addrgen(node, lc):
     from ..hdl.addrgen import AddrGenUnit
     x, fn = _in(node), node.fn
     return AddrGenUnit(x.dtype, x.rank, fn.shape, fn.strides, scale=fn.scale, offset=fn.offset)
+
+
+@builds(Partition)
+def _partition(node, lc):
+    from ..hdl.partition import PartitionUnit
+    x = _in(node)
+    if not node.drop:
+        raise LoweringError(f"{node.name}: Partition(drop=False) has no hardware unit yet")
+    return PartitionUnit(x.dtype, x.rank, len(node.outputs), node.b, row_bound=lc.row_bound(x.dtype))
+
+
+@builds(Reassemble)
+def _reassemble(node, lc):
+    from ..hdl.reassemble import ReassembleUnit
+    x, sel = node.inputs[0], node.inputs[-1]
+    return ReassembleUnit(x.dtype, len(node.inputs) - 1, node.b, sel.rank, count=node.count,
+                          row_bound=lc.row_bound(x.dtype))
+
+
+@builds(EagerMerge)
+def _eager_merge(node, lc):
+    from ..hdl.eager_merge import EagerMergeUnit
+    x = _in(node)
+    return EagerMergeUnit(x.dtype, len(node.inputs), node.b, row_bound=lc.row_bound(x.dtype))
+
+
+@builds(Parallelize)
+def _parallelize(node, lc):
+    from ..hdl.parallelize import ParallelizeUnit
+    x = _in(node)
+    return ParallelizeUnit(x.dtype, x.rank, len(node.outputs), node.b, row_bound=lc.row_bound(x.dtype))

@@ -63,6 +63,9 @@ class System(wiring.Component):
             "deadlock": Out(1),
         })
         self._csr_names = None
+        self._fifo_ports = {}     # edge id -> (FIFO input, FIFO output), for simulation probes
+        self._memory = None
+        self._beats_written = {}  # output stream name -> its writer's beat counter
 
     def __repr__(self):
         return f"System({self.hw.program.name!r})"
@@ -84,6 +87,7 @@ class System(wiring.Component):
                                                 write_ports=len(writes),
                                                 word_bytes=hw.geometry.word_bytes)
         wiring.connect(m, wiring.flipped(self.debug), mem.debug)
+        self._memory = mem
 
         started = Signal(name="started")
         running = Signal(name="running")
@@ -119,6 +123,7 @@ class System(wiring.Component):
             fifo = StreamFIFO(e.layout, e.depth)
             m.submodules[f"f{e.eid}_{e.name.replace('.', '_')}"] = ResetInserter(hold)(fifo)
             fifos.append(fifo)
+            self._fifo_ports[e.eid] = (fifo.i, fifo.o)
             src = hw.unit(e.src[0]).port(e.src[1])
             dst = hw.unit(e.dst[0]).port(e.dst[1])
             stall = Signal(name=f"f{e.eid}_stall")
@@ -185,6 +190,7 @@ class System(wiring.Component):
             csr.add(f"unit.{u.name}.state", Cat(st.busy, st.stall_in, st.stall_out, st.error))
             if u.node.op == "Output":
                 csr.add(f"output.{u.name}.beats", comps[u.name].beats)
+                self._beats_written[u.name] = comps[u.name].beats
         for e, fifo in zip(hw.edges, fifos):
             csr.add(f"fifo.{e.name}.high_water", fifo.high_water)
             csr.add(f"fifo.{e.name}.level", fifo.level)

@@ -43,10 +43,42 @@ def cmd_graph(args):
 
 
 def cmd_run(args):
-    from .runner import run_reference
     pf = load(args.program)
-    ok = run_reference(pf, params=_params(args), seed=args.seed)
+    if args.level == "ref":
+        from .runner import run_reference
+        ok = run_reference(pf, params=_params(args), seed=args.seed)
+    else:
+        from .runner import run_hardware
+        ok = run_hardware(pf, params=_params(args), seed=args.seed, stall=args.stall,
+                          watchdog=args.watchdog, waves=args.waves, config=_config(args))
     return 0 if ok else 1
+
+
+def _config(args):
+    from .hdl.config import HardwareConfig
+    return {"sim": HardwareConfig.sim, "ice40": HardwareConfig.ice40_up5k,
+            "ecp5": HardwareConfig.ecp5_85f}[args.config]()
+
+
+def cmd_compile(args):
+    import json
+    from pathlib import Path
+    from .compiler.dot import to_dot
+    from .report import check_report
+    from .sim.rtl import compile_program
+    pf = load(args.program)
+    program = pf.build(**_params(args))
+    hw, system, text = compile_program(program, _config(args))
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "top.v").write_text(text)
+    manifest = hw.manifest()
+    manifest["csrs"] = system.csr_map
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    (out / "graph.dot").write_text(to_dot(program))
+    (out / "report.txt").write_text(check_report(program) + "\n")
+    print(f"wrote {out}/top.v ({len(text.splitlines())} lines), manifest.json, graph.dot, report.txt")
+    return 0
 
 
 def main(argv=None):
@@ -64,10 +96,17 @@ def main(argv=None):
     add("check", cmd_check, "print every edge's symbolic shape and the program's metrics")
     g = add("graph", cmd_graph, "write a DOT picture of the program")
     g.add_argument("-o", "--output", help="output file (default: stdout)")
-    r = add("run", cmd_run, "run the program and check it against plain NumPy")
+    r = add("run", cmd_run, "compile, simulate in Verilator, check bit for bit, report")
     r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--level", choices=["ref"], default="ref",
-                   help="ref: the reference interpreter")
+    r.add_argument("--level", choices=["rtl", "ref"], default="rtl",
+                   help="rtl: Verilog in Verilator (default); ref: the reference interpreter only")
+    r.add_argument("--config", choices=["sim", "ice40", "ecp5"], default="sim")
+    r.add_argument("--stall", action="store_true", help="random back-pressure on every FIFO and the memory")
+    r.add_argument("--watchdog", type=int, default=10_000, help="cycles without progress = deadlock")
+    r.add_argument("--waves", action="store_true", help="write dump.vcd")
+    c = add("compile", cmd_compile, "write Verilog, manifest, DOT picture and symbolic report")
+    c.add_argument("-o", "--output", required=True)
+    c.add_argument("--config", choices=["sim", "ice40", "ecp5"], default="sim")
     args = parser.parse_args(argv)
     from .compiler.errors import StepError
     try:

@@ -71,3 +71,114 @@ def run_reference(pf, *, params=None, seed=0, out=print):
     out("")
     out("PASS" if ok else "FAIL")
     return ok
+
+
+def _tokens_equal(a, b):
+    from .sim.tokens import is_stop
+    from .sim.values import values_equal
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if is_stop(x) or is_stop(y):
+            if x != y:
+                return False
+        elif not values_equal(x, y):
+            return False
+    return True
+
+
+def roofline(hw, ref_result):
+    """Lower bounds on the cycles of a run: ``{"compute", "offchip", "onchip"}`` and their max.
+
+    * off-chip: bytes moved / the memory's peak bytes per cycle;
+    * compute: the busiest compute unit's beats x its initiation interval;
+    * on-chip: the busiest stream: one beat per cycle per port (PMU replays, routers, shapes).
+    """
+    from .sim.tokens import to_beats
+    g = hw.geometry
+    moved = sum(ref_result.offchip_read.values()) + sum(ref_result.offchip_written.values())
+    offchip = -(-moved // g.line_bytes)
+    beats = {s: len(to_beats(toks)) for s, toks in ref_result.edges.items()}
+    compute = onchip = 0
+    for u in hw.units:
+        ins = [beats.get(s, 0) for s in u.node.inputs]
+        outs = [beats.get(s, 0) for s in u.node.outputs]
+        busiest = max(ins + outs + [0])
+        ii = getattr(u.component, "ii", None)
+        if ii is not None:
+            compute = max(compute, max(ins + [0]) * ii)
+        else:
+            onchip = max(onchip, busiest)
+    return {"compute": compute, "offchip": offchip, "onchip": onchip,
+            "bound": max(compute, offchip, onchip)}
+
+
+def run_hardware(pf, *, params=None, seed=0, config=None, stall=False, watchdog=10_000,
+                 waves=False, out=print):
+    """Compile ``pf`` to Verilog, run it in Verilator, check it bit for bit, report."""
+    from .compiler.metrics import bind, metrics
+    from .sim.interpreter import run
+    from .sim.rtl import deadlock_report, error_report, run_rtl
+
+    program = pf.build(**(params or {}))
+    data = pf.data(program, seed=seed)
+    tensors, inputs = data.get("tensors", {}), data.get("inputs", {})
+    res = run_rtl(program, tensors, inputs, config=config, stall=stall, watchdog=watchdog,
+                  waves=waves, progress=lambda msg: out(f"[stepforge] {msg}"))
+    # the interpreter runs the lowered program (broadcasts and tie-offs added, same meaning), so
+    # its edges are the hardware's FIFOs
+    ref = run(program, tensors=tensors, inputs=inputs, keep_edges=True)
+    out(f"{program.name}: {res.status} after {res.csrs['cycles']} cycles "
+        f"(compile {res.timings['compile']:.2f} s, build {res.timings['build']:.1f} s, "
+        f"simulate {res.timings['simulate']:.2f} s)")
+    if res.status == "deadlock":
+        out(deadlock_report(res))
+        return False
+    if res.status == "error":
+        out(error_report(res))
+        return False
+    if res.status != "done":
+        out(f"the run did not finish ({res.status})")
+        return False
+    ok = True
+    rows = []
+    for name, t in program.tensors.items():
+        if t.role in ("output", "inout"):
+            good, detail = compare(name, res.tensors[name], ref.tensors[name])
+            ok &= bool(good)
+            rows.append([name, "ok" if good else "MISMATCH", f"hardware vs interpreter: {detail}"])
+    for node in program.outputs:
+        good = _tokens_equal(res.outputs.get(node.name, []), ref.edges[node.inputs[0]])
+        ok &= good
+        rows.append([node.name, "ok" if good else "MISMATCH", "stream tokens, hardware vs interpreter"])
+    out(table(rows, ["result", "check", "detail"]))
+
+    m = metrics(program).subs(bind(program, ref.trace))
+    measured = {"offchip_read": res.tensor_bytes_read, "offchip_write": res.tensor_bytes_written}
+    out("")
+    out(metrics_report(m, measured))
+    if measured["offchip_read"] != m.offchip_read or measured["offchip_write"] != m.offchip_write:
+        out("off-chip traffic: the hardware's counters differ from the symbolic model")
+        ok = False
+    bound = roofline(res.hw, ref)
+    cycles = res.csrs["cycles"]
+    out("")
+    out(f"cycles {cycles}; roofline bound {bound['bound']} (compute {bound['compute']}, off-chip "
+        f"{bound['offchip']}, on-chip {bound['onchip']}); efficiency "
+        f"{bound['bound'] / cycles if cycles else 0:.2f}")
+    unit_rows = []
+    for u in res.hw.units:
+        if u.shared:
+            continue
+        c = res.csrs
+        busy, sin, sout = (c[f"unit.{u.name}.{k}"] for k in ("busy", "stall_in", "stall_out"))
+        unit_rows.append([u.name, u.kind, f"{busy / cycles:.2f}" if cycles else "-",
+                          f"{sin / cycles:.2f}" if cycles else "-", f"{sout / cycles:.2f}" if cycles else "-"])
+    out("")
+    out(table(unit_rows, ["unit", "hardware", "busy", "stalled in", "stalled out"]))
+    fifo_rows = [[e.name, e.depth, res.csrs[f"fifo.{e.name}.high_water"]] for e in res.hw.edges]
+    out("")
+    out(table(fifo_rows, ["fifo", "depth", "high water"]))
+    out("")
+    out("PASS" if ok else "FAIL")
+    return ok

@@ -30,7 +30,7 @@ def test_graph_writes_dot(tmp_path, capsys):
 
 
 def test_run_passes_and_params(capsys):
-    assert main(["run", str(ROOT / "examples" / "matmul.py"), "-p", "M=32", "-p", "t=8"]) == 0
+    assert main(["run", str(ROOT / "examples" / "matmul.py"), "--level", "ref", "-p", "M=32", "-p", "t=8"]) == 0
     out = capsys.readouterr().out
     assert "Y       ok     bit-exact" in out
     assert out.rstrip().endswith("PASS")
