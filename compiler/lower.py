@@ -8,11 +8,12 @@ reports and the host driver read. Lowering first runs the graph passes it needs
 on the program, in place: they change its structure, never its meaning.
 
 FIFO sizing rule (``docs/lowering.md``): every stream gets ``config.fifo_depth`` entries, except
-the outputs of a Broadcast whose branches meet again (a reconvergent fan-out): there a branch must
-hold what the other branch swallows before it produces anything, so each branch gets
-``fifo_depth + max hold of the other branches``, where the hold of a branch is the largest bounded
-fibre an Accum, Bufferize or Reassemble on it reduces (the product of the bounds of its ``b``
-innermost dimensions). A program may pin a stream's depth with ``depths={stream: n}``.
+the outputs of a node with several outputs (a Broadcast, a Partition, a Reshape with its padding
+flags, ...) whose branches meet again (a reconvergent fork): there a branch must hold what the
+other branch swallows before it produces anything, so each branch gets ``fifo_depth + max hold
+of the other branches``, where the hold of a branch is the largest bounded fibre an Accum or
+Bufferize on it reduces (the product of the bounds of its ``b`` innermost dimensions). A program
+may pin a stream's depth with ``depths={stream: n}``.
 """
 
 from dataclasses import dataclass, field
@@ -208,7 +209,6 @@ def _hold(node):
 
 def _fifo_depths(program, base, pinned):
     """The sizing rule of the module doc."""
-    from .ops.routing import Broadcast
     depths = {s: base for s in program.streams}
     cons = program.consumers()
 
@@ -228,7 +228,7 @@ def _fifo_depths(program, base, pinned):
         return out
 
     for node in program.nodes:
-        if not isinstance(node, Broadcast):
+        if len(node.outputs) < 2:
             continue
         reaches = [reach(o, set()) for o in node.outputs]
         for i, o in enumerate(node.outputs):
@@ -272,8 +272,20 @@ def lower(program, config=None, *, depths=None, memory_slack_bytes=0):
     insert_broadcasts(program)
     tie_off(program)
 
+    # Memory words: the largest size that divides a channel's bytes per cycle and every tile row
+    # the program moves, so every tile row is whole words.
+    import math
+    word = config.mem_bytes_per_channel
+    for node in program.nodes:
+        tensor, tile = getattr(node, "tensor", None), getattr(node, "tile", None)
+        if tensor is None:
+            continue
+        if tile is None:
+            t = node.inputs[-1].dtype
+            tile = (t.rows, t.cols)
+        word = math.gcd(word, tile[1] * tensor.dtype.nbytes)
     # Memory map: tensors first, then host streams, each aligned to a line.
-    probe = MemoryGeometry.from_config(config, 1 << 20)
+    probe = MemoryGeometry.from_config(config, 1 << 20, word_bytes=word)
     word, lanes = probe.word_bytes, probe.lanes
     cursor = 0
 
@@ -305,7 +317,7 @@ def lower(program, config=None, *, depths=None, memory_slack_bytes=0):
                     "rank": s.rank, "elem": repr(s.dtype)}
             (streams_in if isinstance(node, Input) else streams_out)[node.name] = info
     memory_bytes = max(cursor * word + memory_slack_bytes, word * lanes)
-    geometry = MemoryGeometry.from_config(config, memory_bytes)
+    geometry = MemoryGeometry.from_config(config, memory_bytes, word_bytes=word)
     lc = LoweringContext(program, config, geometry, tensor_base, stream_base)
 
     units = []

@@ -5,7 +5,7 @@ and constructs the unit of :mod:`stepforge.hdl` that implements it.
 """
 
 from .lower import LoweringError, Part, builds
-from .ops.compute import AddrGen, Filter, RetileStreamify
+from .ops.compute import Accum, AddrGen, Filter, Map, RetileStreamify, Scan
 from .ops.memory import Bufferize, Streamify
 from .ops.io import Discard, Input, Output
 from .ops.offchip import LinearOffChipLoad, LinearOffChipStore, RandomOffChipLoad, RandomOffChipStore
@@ -219,3 +219,9 @@ def _parallelize(node, lc):
     from ..hdl.parallelize import ParallelizeUnit
     x = _in(node)
     return ParallelizeUnit(x.dtype, x.rank, len(node.outputs), node.b, row_bound=lc.row_bound(x.dtype))
+
+
+@builds(Map, Accum, Scan)
+def _pcu(node, lc):
+    from ..hdl.pcu import PCU
+    return PCU.for_node(node, lc.config)

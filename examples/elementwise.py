@@ -9,7 +9,7 @@ import numpy as np
 from stepforge import (LinearOffChipLoad, LinearOffChipStore, Map, Program, int16, maximum, scale)
 
 
-def program(M=64, N=64, t=16):
+def program(M=64, N=64, t=4):
     p = Program("elementwise")
     A, B, C = (p.tensor(name, (M, N), int16) for name in ("A", "B", "C"))
     Y = p.tensor("Y", (M, N), int16, role="output")

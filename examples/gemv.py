@@ -10,7 +10,7 @@ from stepforge import (Accum, LinearOffChipLoad, LinearOffChipStore, Program, Ti
                        matmul)
 
 
-def program(K=256, N=256, t=16):
+def program(K=256, N=256, t=4):
     p = Program("gemv")
     X = p.tensor("X", (1, K), int8)
     W = p.tensor("W", (K, N), int8)

@@ -10,7 +10,7 @@ from stepforge import (Accum, LinearOffChipLoad, LinearOffChipStore, Program, Ti
                        matmul)
 
 
-def program(M=64, K=64, N=64, t=16):
+def program(M=64, K=64, N=64, t=4):
     p = Program("matmul")
     X = p.tensor("X", (M, K), int8)
     W = p.tensor("W", (K, N), int8)

@@ -1,4 +1,4 @@
-"""The paper's simplified mixture of experts (ASPLOS'26 Fig. 6/7, Listing 1), with dynamic tiling.
+"""The paper's simplified mixture of experts (ASPLOS'26 Fig. 6/7, Listing 1), static or dynamic tiling.
 
 Each of ``T`` tokens (a ``[1, D]`` row) is routed to ``k`` of ``E`` experts by a multi-hot
 selector; every expert is one matmul with a ``[D, N]`` weight. Partition sends each token to its
@@ -7,22 +7,30 @@ of ``D_e`` rows (Promote + Accum RetileRow: ``D_e`` is data-dependent), loads it
 packed tile (a reference-driven LinearOffChipLoad: an expert that receives no token loads
 nothing), multiplies, packs the column tiles back into rows and unpacks them (RetileStreamify).
 Reassemble gathers each token's expert outputs in token order and an Accum sums them. With
-``tiling="static"`` tokens are packed into padded tiles of ``rows`` (Reshape + RetileRow) and the
-padded rows are filtered after the matmul, as in the paper's Listing 1.
+**static tiling** tokens are packed into padded tiles of ``rows`` (Reshape + RetileRow) and the
+padded rows are filtered after the matmul (the Reshape's padding flags), as in the paper's
+Listing 1.
+
+Defaults are what the hardware runs: static tiling, int16 tokens and weights, int32 sums
+(``stepforge run examples/moe.py``). Dynamic tiling multiplies tiles whose row count is
+data-dependent, which the reference interpreter runs (``-p tiling=dynamic``) and the PCU does not
+yet (its inputs are static tiles); ``-p dtype=fp32`` runs the float version against NumPy.
 """
 
 import numpy as np
 
 from stepforge import (Accum, Filter, Flatten, LinearOffChipLoad, LinearOffChipStore, Map,
                        Partition, Program, Promote, Reassemble, RepeatStatic, Reshape,
-                       RetileStreamify, Select, Tile, fp32, matmul, retile_col, retile_row)
+                       RetileStreamify, Select, Tile, fp32, int16, int32, matmul, retile_col,
+                       retile_row)
 
 
-def program(T=10, D=64, N=256, E=2, k=1, n=64, tiling="dynamic", rows=4):
+def program(T=10, D=8, N=16, E=2, k=1, n=4, tiling="static", rows=4, dtype="int"):
     p = Program("moe")
-    X = p.tensor("X", (T, D), fp32)
-    Ws = [p.tensor(f"W{e}", (D, N), fp32) for e in range(E)]
-    Y = p.tensor("Y", (T, N), fp32, role="output")
+    xt, yt = (int16, int32) if dtype == "int" else (fp32, fp32)
+    X = p.tensor("X", (T, D), xt)
+    Ws = [p.tensor(f"W{e}", (D, N), xt) for e in range(E)]
+    Y = p.tensor("Y", (T, N), yt, role="output")
     sel = p.input("sel", [1, T], Select(E))                   # which experts each token visits
     x = LinearOffChipLoad(X, (1, D), out_shape=(T,), stride=(1,))   # [1, T] of [1, D]
     routed = Partition(x, sel, E, 0)                           # E streams [D_e] of [1, D]
@@ -32,7 +40,7 @@ def program(T=10, D=64, N=256, E=2, k=1, n=64, tiling="dynamic", rows=4):
         if tiling == "dynamic":
             packed = Accum(retile_row, None, Promote(tokens), b=1)      # [1 if D_e > 0] of [D_e, D]
         else:
-            padded = Reshape(tokens, rows, 0, pad=0.0, flags=True)      # [ceil(D_e/rows), rows]
+            padded = Reshape(tokens, rows, 0, pad=0, flags=True)        # [ceil(D_e/rows), rows]
             packed = Accum(retile_row, None, padded[0], b=1)            # of [rows, D]
         w = LinearOffChipLoad(Ws[e], (D, n), out_shape=(N // n,), stride=(1,), ref=packed)
         prod = Map(matmul, RepeatStatic(packed, N // n), w)           # [.., N/n] of [D_e, n]
@@ -44,7 +52,7 @@ def program(T=10, D=64, N=256, E=2, k=1, n=64, tiling="dynamic", rows=4):
             kept = Filter(split, padded[1], keep=False)                 # padded rows dropped
             outs.append(Flatten(kept, 0, 1))                            # [D_e] of [1, N]
     gathered = Reassemble(outs, sel, 0)                          # [1, T, D_sel] of [1, N]
-    y = Accum(lambda acc, r: acc + r, Tile(fp32, 1, N), gathered, b=1)   # [1, T]
+    y = Accum(lambda acc, r: acc + r, Tile(yt, 1, N), gathered, b=1)     # [1, T]
     LinearOffChipStore(y, Y)
     return p
 
@@ -58,18 +66,26 @@ def data(program, seed=0, k=None):
     for _ in range(T):
         experts = rng.choice(E, size=k, replace=False)
         sel.append(sum(1 << int(e) for e in experts))
-    tensors = {"X": rng.standard_normal((T, D)).astype(np.float32)}
-    for e in range(E):
-        tensors[f"W{e}"] = (rng.standard_normal(program.tensors[f"W{e}"].shape) * 0.1).astype(np.float32)
+    if program.tensors["X"].dtype.is_float:
+        tensors = {"X": rng.standard_normal((T, D)).astype(np.float32)}
+        for e in range(E):
+            tensors[f"W{e}"] = (rng.standard_normal(program.tensors[f"W{e}"].shape) * 0.1).astype(np.float32)
+    else:
+        tensors = {"X": rng.integers(-100, 100, (T, D), dtype=np.int16)}
+        for e in range(E):
+            tensors[f"W{e}"] = rng.integers(-100, 100, program.tensors[f"W{e}"].shape, dtype=np.int16)
     return {"tensors": tensors, "inputs": {"sel": [sel]}}
 
 
 def reference(program, tensors, inputs):
-    x = tensors["X"].astype(np.float64)
+    exact = not program.tensors["X"].dtype.is_float
+    x = tensors["X"].astype(np.int64 if exact else np.float64)
     sel = inputs["sel"][0]
-    y = np.zeros((x.shape[0], program.tensors["Y"].shape[1]))
+    y = np.zeros((x.shape[0], program.tensors["Y"].shape[1]), dtype=x.dtype)
     for t, mask in enumerate(sel):
         for e in range(mask.bit_length()):
             if mask >> e & 1:
-                y[t] += x[t] @ tensors[f"W{e}"].astype(np.float64)
+                y[t] += x[t] @ tensors[f"W{e}"].astype(x.dtype)
+    if exact:   # int32 sums wrap
+        y = ((y + 2**31) % 2**32 - 2**31).astype(np.int32)
     return {"Y": y}

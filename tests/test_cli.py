@@ -11,7 +11,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_check_prints_every_edge_and_traffic(capsys):
-    assert main(["check", str(ROOT / "examples" / "moe.py")]) == 0
+    assert main(["check", str(ROOT / "examples" / "moe.py"), "-p", "tiling=dynamic", "-p", "dtype=fp32",
+                 "-p", "D=64", "-p", "N=256", "-p", "n=64"]) == 0
     out = capsys.readouterr().out
     assert "program moe: 20 nodes, 20 streams" in out
     assert "Partition_0.out0     [N_sel_0]" in out
@@ -22,7 +23,8 @@ def test_check_prints_every_edge_and_traffic(capsys):
 
 def test_graph_writes_dot(tmp_path, capsys):
     out = tmp_path / "moe.dot"
-    assert main(["graph", str(ROOT / "examples" / "moe.py"), "-o", str(out)]) == 0
+    assert main(["graph", str(ROOT / "examples" / "moe.py"), "-p", "tiling=dynamic", "-p", "dtype=fp32",
+                 "-p", "D=64", "-o", str(out)]) == 0
     text = out.read_text()
     assert text.startswith('digraph "moe" {')
     assert '"Partition_0" -> "Promote_0" [label="out0: [N_sel_0] Tile(fp32, 1, 64)", headlabel="in0"];' in text

@@ -17,10 +17,13 @@ CASES = [
     ("elementwise", {}),
     ("matmul", {}),
     ("matmul", {"M": 32, "K": 48, "N": 16, "t": 16}),
-    ("swiglu", {"B": 32, "H": 64, "I": 128}),
+    ("swiglu", {"B": 16, "H": 32, "I": 64}),
+    ("swiglu", {"B": 32, "H": 64, "I": 128, "t": 16, "dtype": "fp32"}),
     ("moe", {}),
-    ("moe", {"tiling": "static"}),
-    ("moe", {"T": 12, "E": 4, "k": 2, "D": 32, "N": 128, "n": 32}),
+    ("moe", {"tiling": "dynamic"}),
+    ("moe", {"dtype": "fp32", "D": 64, "N": 256, "n": 64, "tiling": "dynamic"}),
+    ("moe", {"dtype": "fp32", "D": 64, "N": 256, "n": 64, "tiling": "static"}),
+    ("moe", {"T": 12, "E": 4, "k": 2, "D": 32, "N": 128, "n": 32, "tiling": "dynamic"}),
 ]
 
 
@@ -59,14 +62,15 @@ def test_matmul_is_bit_exact_and_wraps_nothing():
 
 def test_moe_dynamic_tiling_loads_each_used_expert_once():
     """Off-chip reads: tokens once, then one full weight per expert that received a token."""
-    pf, program, data, result = run_example("moe", {"T": 12, "E": 4, "k": 1, "D": 32, "N": 128, "n": 32})
+    pf, program, data, result = run_example("moe", {"T": 12, "E": 4, "k": 1, "D": 32, "N": 128, "n": 32,
+                                                    "tiling": "dynamic"})
     sel = data["inputs"]["sel"][0]
     used = {e for mask in sel for e in range(4) if mask >> e & 1}
-    assert sum(result.offchip_read.values()) == 12 * 32 * 4 + len(used) * 32 * 128 * 4
+    assert sum(result.offchip_read.values()) == 12 * 32 * 2 + len(used) * 32 * 128 * 2
 
 
 def test_moe_static_tiling_reads_weights_per_padded_tile():
     pf, program, data, result = run_example("moe", {"tiling": "static", "rows": 2})
     sel = data["inputs"]["sel"][0]
     tiles = sum(-(-sum(1 for m in sel if m >> e & 1) // 2) for e in range(2))
-    assert sum(result.offchip_read.values()) == 10 * 64 * 4 + tiles * 64 * 256 * 4
+    assert sum(result.offchip_read.values()) == 10 * 8 * 2 + tiles * 8 * 16 * 2
