@@ -22,18 +22,34 @@ exactly the row's bits in the beat layout (:mod:`stepforge.hdl.beat`).
 Ports and protocol
 ------------------
 A client owns one :class:`MemoryPort` (signatures below are seen from the client; the memory
-has them flipped). Every request is a **burst**: a word address and a word count.
+has them flipped). Every request is a **burst**: ``rows`` *segments* of ``count`` consecutive
+words, segment ``k`` starting at word ``addr + k * stride`` (``rows`` 0 counts as 1, so a plain
+1-D burst leaves ``rows`` and ``stride`` at 0). The burst's words are the segments' words in
+order. A tile of a row-major tensor is one burst: one segment per tile row, ``stride`` = the
+tensor's row length (:class:`TensorPlacement`).
+
+**Lines.** Each grant moves one line, and :meth:`MemoryGeometry.burst_lines` gives the word
+counts of a burst's lines (the same rule in Python and in the hardware):
+
+* a segment longer than ``lanes`` words goes out alone, ``lanes`` words per line (the last line
+  of the segment holds the rest);
+* segments of at most ``lanes`` words are packed whole, as many per line as fit and sit in
+  distinct lanes (segments ``0..m-1`` of a line are taken while ``(m+1)`` of them fit in ``lanes``
+  words and segment ``m``'s lanes are disjoint from those already taken; at most
+  ``max_segments`` per line). Lane conflicts are the model's bank conflicts: the lanes of segment
+  ``k`` are those of segment 0 rotated by ``k * stride mod lanes``, so a tensor whose row length
+  is a multiple of ``lanes / 2`` words packs two rows per line at best, a row length coprime to
+  ``lanes`` packs ``lanes / count``.
 
 * Read port ``MemoryPort(geometry, "read")``:
 
-  - ``req``: ``stream.Signature(StructLayout({"addr", "count"}))``, driven by the client. The
-    memory accepts one burst per client at a time; ``req.ready`` is high when the client has no
-    burst left or its last line is being served this cycle, so back-to-back bursts leave no gap.
-    A burst of count 0 is accepted and does nothing.
+  - ``req``: ``stream.Signature(geometry.request_layout)`` with ``addr``, ``count``, ``rows``,
+    ``stride``, driven by the client. The memory holds one burst per client; ``req.ready`` is
+    high when the client has no burst left or its last line is being served this cycle, so
+    back-to-back bursts leave no gap. A burst with ``count`` 0 is accepted and does nothing.
   - ``resp`` (driven by the memory, no back-pressure): ``valid``, ``count`` (words in this line,
     ``1..lanes``), ``last`` (the burst's last line) and ``data`` (``lanes`` words; words
-    ``0..count-1`` hold the burst's next words in address order). A burst of ``n`` words arrives
-    as ``ceil(n / lanes)`` lines of ``min(lanes, remaining)`` words, in request order, each line
+    ``0..count-1`` are the burst's next words in order). Lines arrive in request order, each
     ``mem_latency`` cycles after the cycle it was granted. A client must be able to absorb every
     line it asked for (the off-chip units reserve buffer space before they issue a request).
 
@@ -41,10 +57,10 @@ has them flipped). Every request is a **burst**: a word address and a word count
 
   - ``req``: as for reads.
   - ``data``: ``stream.Signature(ArrayLayout(unsigned(8 * word_bytes), lanes))``: the burst's
-    words, split into lines exactly as a read of the same burst returns them (line ``k`` holds
-    words ``k*lanes .. min((k+1)*lanes, n) - 1`` of the burst in lanes ``0..``). The memory takes
-    a line (``data.ready``) in the cycle it writes it; a write is visible to every read granted in
-    a later cycle.
+    words, cut into lines exactly as a read of the same burst returns them (line ``k`` holds the
+    next ``burst_lines(...)[k]`` words of the burst in lanes ``0..``). The memory takes a line
+    (``data.ready``) in the cycle it writes it; a write is visible to every read granted in a
+    later cycle.
 
 Each cycle the arbiter grants **one** line to one client whose burst is active (and, for a write
 client, whose ``data`` is valid), round-robin over all read and write clients (read clients first
@@ -77,7 +93,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from amaranth.hdl import Array, MemoryData, Module, Mux, Signal, Value, unsigned
+from amaranth.hdl import Array, Cat, Const, MemoryData, Module, Mux, Signal, Value, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -140,7 +156,11 @@ class MemoryGeometry:
     size_words : int
         Capacity in words (``>= 1``).
     count_bits : int, default 16
-        Width of a request's ``count``: the longest burst is ``2**count_bits - 1`` words.
+        Width of a request's ``count`` and ``rows``: at most ``2**count_bits - 1`` words per
+        segment and segments per burst.
+    max_segments : int, default 8
+        At most this many segments share a line (the hardware compares every lane with this
+        many segments; the effective limit is ``min(lanes, max_segments)``).
     """
 
     word_bytes: int
@@ -149,6 +169,7 @@ class MemoryGeometry:
     latency: int
     size_words: int
     count_bits: int = 16
+    max_segments: int = 8
 
     def __post_init__(self):
         _pos_int("MemoryGeometry.word_bytes", self.word_bytes)
@@ -157,12 +178,13 @@ class MemoryGeometry:
         _pos_int("MemoryGeometry.latency", self.latency, 0)
         _pos_int("MemoryGeometry.size_words", self.size_words)
         _pos_int("MemoryGeometry.count_bits", self.count_bits)
+        _pos_int("MemoryGeometry.max_segments", self.max_segments)
         if self.bytes_per_channel % self.word_bytes:
             raise ValueError(f"MemoryGeometry: word_bytes {self.word_bytes} does not divide "
                              f"bytes_per_channel {self.bytes_per_channel}")
 
     @classmethod
-    def from_config(cls, config, size_bytes, *, word_bytes=None, count_bits=16):
+    def from_config(cls, config, size_bytes, *, word_bytes=None, count_bits=16, max_segments=8):
         """The geometry of a memory of ``size_bytes`` for ``config``.
 
         Parameters
@@ -172,7 +194,8 @@ class MemoryGeometry:
             Capacity, rounded up to whole words.
         word_bytes : int, optional
             Default ``gcd(config.mem_bytes_per_channel, config.tile_cols * bytes(config.dtype))``.
-        count_bits : int, default 16
+        count_bits, max_segments : int
+            See the class.
 
         Returns
         -------
@@ -187,7 +210,8 @@ class MemoryGeometry:
         _pos_int("word_bytes", word_bytes)
         return cls(word_bytes=word_bytes, channels=config.mem_channels,
                    bytes_per_channel=config.mem_bytes_per_channel, latency=config.mem_latency,
-                   size_words=-(-size_bytes // word_bytes), count_bits=count_bits)
+                   size_words=-(-size_bytes // word_bytes), count_bits=count_bits,
+                   max_segments=max_segments)
 
     @property
     def word_bits(self):
@@ -219,18 +243,53 @@ class MemoryGeometry:
 
     @property
     def request_layout(self):
-        """``StructLayout({"addr": word address, "count": words})``."""
+        """``StructLayout({"addr", "count", "rows", "stride"})`` of a burst (module doc)."""
         return data.StructLayout({"addr": unsigned(self.addr_bits),
-                                  "count": unsigned(self.count_bits)})
+                                  "count": unsigned(self.count_bits),
+                                  "rows": unsigned(self.count_bits),
+                                  "stride": unsigned(self.addr_bits)})
+
+    @property
+    def pack_limit(self):
+        """Segments that may share a line: ``min(lanes, max_segments)``."""
+        return min(self.lanes, self.max_segments)
+
+    def segments_per_line(self, count, stride):
+        """How many whole segments of ``count`` words, ``stride`` apart, one line can take."""
+        L = self.lanes
+        if count > L or count == 0:
+            return 1
+        taken = set(range(count))            # lanes relative to segment 0's first word
+        m = 1
+        for k in range(1, self.pack_limit):
+            if (k + 1) * count > L:
+                break
+            lanes = {(k * stride + o) % L for o in range(count)}
+            if lanes & taken:
+                break
+            taken |= lanes
+            m += 1
+        return m
+
+    def burst_lines(self, count, rows=1, stride=0):
+        """Word counts of the lines of a burst (module doc); ``[]`` when ``count`` is 0."""
+        rows = max(rows, 1)
+        L = self.lanes
+        if count == 0:
+            return []
+        if count > L:
+            return [min(L, count - i) for _ in range(rows) for i in range(0, count, L)]
+        m = self.segments_per_line(count, stride)
+        return [min(m, rows - r) * count for r in range(0, rows, m)]
 
     @property
     def line_layout(self):
         """``ArrayLayout(unsigned(8 * word_bytes), lanes)``: one line of words."""
         return data.ArrayLayout(unsigned(self.word_bits), self.lanes)
 
-    def lines(self, count):
-        """Lines (cycles of the memory) that a burst of ``count`` words takes."""
-        return -(-count // self.lanes)
+    def lines(self, count, rows=1, stride=0):
+        """Lines (cycles of the memory) that a burst takes."""
+        return len(self.burst_lines(count, rows, stride))
 
     def words(self, nbytes, what="a transfer"):
         """``nbytes`` in words; ``ValueError`` unless it is a whole number of words."""
@@ -311,7 +370,11 @@ class MemoryModel(wiring.Component):
     one read and one write port each (simple dual port: block RAM on an FPGA). With
     ``mem_latency >= 1`` the read port is synchronous and ``mem_latency - 1`` register stages
     follow it; with ``mem_latency = 0`` it is asynchronous and a line arrives in the cycle it is
-    granted.
+    granted. Each lane chooses among ``pack_limit`` segments of the granted burst and each word of
+    the response line among the ``lanes`` lanes, so the datapath grows as ``lanes x pack_limit``
+    and ``lanes ** 2``: a simulation model first (on a board the same port fronts block RAM).
+    A burst must lie inside the memory (the off-chip units check their tensors when they are
+    built); words past the end wrap around.
 
     Parameters
     ----------
@@ -325,8 +388,8 @@ class MemoryModel(wiring.Component):
         Number of read and write clients (``>= 0``).
     word_bytes : int, optional
         See :meth:`MemoryGeometry.from_config`.
-    count_bits : int, default 16
-        Width of a burst's word count.
+    count_bits, max_segments : int
+        See :class:`MemoryGeometry`.
     counter_bits : int, default 48
         Width of ``bytes_read`` and ``bytes_written`` (they wrap).
 
@@ -346,10 +409,11 @@ class MemoryModel(wiring.Component):
 
     @quiet_on_error
     def __init__(self, config, size_bytes, init=None, *, read_ports=1, write_ports=1,
-                 word_bytes=None, count_bits=16, counter_bits=48):
+                 word_bytes=None, count_bits=16, max_segments=8, counter_bits=48):
         self.config = config
         self.geometry = g = MemoryGeometry.from_config(config, size_bytes, word_bytes=word_bytes,
-                                                       count_bits=count_bits)
+                                                       count_bits=count_bits,
+                                                       max_segments=max_segments)
         self._size_bytes = size_bytes
         self.read_ports = _pos_int("read_ports", read_ports, 0)
         self.write_ports = _pos_int("write_ports", write_ports, 0)
@@ -398,23 +462,27 @@ class MemoryModel(wiring.Component):
         return (f"MemoryModel({self.config!r}, {self._size_bytes}{extra}, "
                 f"read_ports={self.read_ports}, write_ports={self.write_ports}, "
                 f"word_bytes={self.geometry.word_bytes}, count_bits={self.geometry.count_bits}, "
-                f"counter_bits={self.counter_bits})")
+                f"max_segments={self.geometry.max_segments}, counter_bits={self.counter_bits})")
 
     def elaborate(self, platform):
         m = Module()
         g = self.geometry
-        L, W = g.lanes, g.word_bytes
+        L, W, K = g.lanes, g.word_bytes, g.pack_limit
         lat = g.latency
+        A = g.addr_bits
         row_shape = unsigned(max(1, ceil_log2(g.rows + 1)))
         nr, nw = self.read_ports, self.write_ports
         clients = [self.read[i] for i in range(nr)] + [self.write[i] for i in range(nw)]
         n = len(clients)
 
-        # Per-client burst state: the next line's row and start lane, and the words left.
+        # Per-client burst state: the current segment's first word and the words of it done,
+        # the segment length, the segments left (>= 1 while active) and the stride.
         active = [Signal(name=f"c{c}_active") for c in range(n)]
-        row = [Signal(row_shape, name=f"c{c}_row") for c in range(n)]
-        lane = [Signal(index_shape(L), name=f"c{c}_lane") for c in range(n)]
-        left = [Signal(g.count_bits, name=f"c{c}_left") for c in range(n)]
+        seg = [Signal(A, name=f"c{c}_seg") for c in range(n)]
+        off = [Signal(g.count_bits, name=f"c{c}_off") for c in range(n)]
+        size = [Signal(g.count_bits, name=f"c{c}_count") for c in range(n)]
+        segs = [Signal(g.count_bits, name=f"c{c}_segs") for c in range(n)]
+        stride = [Signal(A, name=f"c{c}_stride") for c in range(n)]
 
         # Arbitration: round robin over the eligible clients, one line per cycle.
         eligible = Signal(n, name="eligible")
@@ -439,39 +507,103 @@ class MemoryModel(wiring.Component):
         with m.If(grant):
             m.d.sync += last_grant.eq(grant_to)
 
-        g_row = Signal(row_shape, name="g_row")
-        g_lane = Signal(index_shape(L), name="g_lane")
+        # The granted burst's line: segment 0 from its current word, then whole segments.
+        g_seg = Signal(A, name="g_seg")
+        g_off = Signal(g.count_bits, name="g_off")
+        g_size = Signal(g.count_bits, name="g_size")
+        g_segs = Signal(g.count_bits, name="g_segs")
+        g_stride = Signal(A, name="g_stride")
         g_left = Signal(g.count_bits, name="g_left")
+        seg_done = Signal(name="g_seg_done")
+        c0 = Signal(range(L + 1), name="g_first")
+        m.d.comb += [
+            g_seg.eq(_pick(seg, grant_to)), g_off.eq(_pick(off, grant_to)),
+            g_size.eq(_pick(size, grant_to)), g_segs.eq(_pick(segs, grant_to)),
+            g_stride.eq(_pick(stride, grant_to)),
+            g_left.eq(g_size - g_off),
+            seg_done.eq(g_left <= L),
+            c0.eq(Mux(seg_done, g_left, L)),
+        ]
+        starts = [Signal(A, name="g_start0")] + [Signal(A, name=f"g_start{k}") for k in range(1, K)]
+        m.d.comb += starts[0].eq(g_seg + g_off)
+        for k in range(1, K):
+            m.d.comb += starts[k].eq(g_seg + k * g_stride)
+        seg_lane = [Signal(index_shape(L), name=f"g_lane{k}") for k in range(K)]
+        seg_row = [Signal(row_shape, name=f"g_row{k}") for k in range(K)]
+        for k in range(K):
+            m.d.comb += [seg_lane[k].eq(starts[k] % L), seg_row[k].eq(starts[k] // L)]
+
+        # Lanes each segment would use, and the conflict-free prefix of segments taken.
+        def lane_index(k, j):
+            # position of lane j inside segment k's line-long window
+            idx = Signal(index_shape(L), name=f"g_idx{k}_{j}")
+            here = (seg_lane[k] <= j) if j < L - 1 else 1
+            m.d.comb += idx.eq(Mux(here, j - seg_lane[k], j + L - seg_lane[k]))
+            return idx, here
+        idx = [[None] * L for _ in range(K)]
+        here = [[None] * L for _ in range(K)]
+        use = []
+        for k in range(K):
+            u = Signal(L, name=f"g_use{k}")
+            for j in range(L):
+                idx[k][j], here[k][j] = lane_index(k, j)
+                m.d.comb += u[j].eq(idx[k][j] < (c0 if k == 0 else g_size))
+            use.append(u)
+        taken = [Const(1)]
+        occupied = use[0]
+        for k in range(1, K):
+            t = Signal(name=f"g_take{k}")
+            m.d.comb += t.eq(taken[-1] & seg_done & (g_segs > k) & ((k + 1) * g_size <= L)
+                             & ((use[k] & occupied) == 0))
+            occ = Signal(L, name=f"g_occupied{k}")
+            m.d.comb += occ.eq(occupied | Mux(t, use[k], 0))
+            taken.append(t)
+            occupied = occ
+        extra = Signal(range(K), name="g_extra")               # whole segments after segment 0
         g_count = Signal(range(L + 1), name="g_count")
+        g_adv = Signal(A, name="g_advance")                     # to the next segment's start
+        m.d.comb += [
+            extra.eq(sum(taken[1:]) if K > 1 else 0),
+            g_count.eq(c0 + sum(Mux(taken[k], g_size, 0) for k in range(1, K))),
+            g_adv.eq(sum(Mux(taken[k], g_stride, 0) for k in range(K))),
+        ]
         g_write = Signal(name="g_write")
         g_last = Signal(name="g_last")
-        m.d.comb += [
-            g_row.eq(_pick(row, grant_to)),
-            g_lane.eq(_pick(lane, grant_to)),
-            g_left.eq(_pick(left, grant_to)),
-            g_write.eq(grant & (grant_to >= nr)),
-            g_last.eq(g_left <= L),
-            g_count.eq(Mux(g_last, g_left, L)),
-        ]
+        m.d.comb += [g_write.eq(grant & (grant_to >= nr)),
+                     g_last.eq(seg_done & (g_segs == 1 + extra))]
+
+        # What each lane does: its row, whether it moves a word, and that word's line position.
+        lane_use = [Signal(name=f"lane{j}_use") for j in range(L)]
+        lane_pos = [Signal(index_shape(L), name=f"lane{j}_pos") for j in range(L)]
+        lane_row = [Signal(row_shape, name=f"lane{j}_row") for j in range(L)]
+        for j in range(L):
+            m.d.comb += [lane_use[j].eq(grant & use[0][j]), lane_pos[j].eq(idx[0][j]),
+                         lane_row[j].eq(Mux(here[0][j], seg_row[0], seg_row[0] + 1))]
+            for k in range(1, K):
+                with m.If(taken[k] & use[k][j]):
+                    m.d.comb += [lane_use[j].eq(grant), lane_pos[j].eq(k * g_size + idx[k][j]),
+                                 lane_row[j].eq(Mux(here[k][j], seg_row[k], seg_row[k] + 1))]
 
         for c, port in enumerate(clients):
             mine = Signal(name=f"c{c}_granted")
             m.d.comb += mine.eq(grant & (grant_to == c))
-            finishing = mine & g_last
-            m.d.comb += port.req.ready.eq(~active[c] | finishing)
+            m.d.comb += port.req.ready.eq(~active[c] | (mine & g_last))
             if c >= nr:
                 m.d.comb += port.data.ready.eq(mine)
             with m.If(mine):
-                m.d.sync += [row[c].eq(row[c] + 1), left[c].eq(left[c] - g_count)]
-                with m.If(g_last):
-                    m.d.sync += active[c].eq(0)
+                with m.If(seg_done):
+                    m.d.sync += [off[c].eq(0), seg[c].eq(seg[c] + g_adv),
+                                 segs[c].eq(segs[c] - 1 - extra)]
+                    with m.If(g_last):
+                        m.d.sync += active[c].eq(0)
+                with m.Else():
+                    m.d.sync += off[c].eq(off[c] + L)
             with m.If(port.req.valid & port.req.ready):
-                addr, count = port.req.payload.addr, port.req.payload.count
+                r = port.req.payload
                 m.d.sync += [
-                    active[c].eq(count != 0),
-                    row[c].eq(addr // L),
-                    lane[c].eq(addr % L),
-                    left[c].eq(count),
+                    active[c].eq(r.count != 0),
+                    seg[c].eq(r.addr), off[c].eq(0), size[c].eq(r.count),
+                    segs[c].eq(Mux(r.rows == 0, 1, r.rows)), stride[c].eq(r.stride),
                 ]
 
         # Debug port decode.
@@ -479,7 +611,7 @@ class MemoryModel(wiring.Component):
         dbg_lane = Signal(index_shape(L), name="dbg_lane")
         m.d.comb += [dbg_row.eq(self.debug.addr // L), dbg_lane.eq(self.debug.addr % L)]
 
-        # Lanes.
+        # Storage lanes.
         wline = [Signal(g.word_bits, name=f"wline{i}") for i in range(L)]
         if nw:
             wsel = Signal(index_shape(nw), name="wsel")
@@ -489,41 +621,35 @@ class MemoryModel(wiring.Component):
                                             for i in range(nw)], wsel))]
             for i in range(L):
                 m.d.comb += wline[i].eq(sel_line[i])
-        read_data = []
+        rdata = []
         for j in range(L):
             m.submodules[f"lane{j}"] = mem = Memory(self.lane_data[j])
             wr = mem.write_port()
             rd = mem.read_port(domain="sync" if lat >= 1 else "comb")
-            idx = Signal(index_shape(L), name=f"lane{j}_idx")   # position of lane j's word in the line
-            here = (g_lane <= j) if j < L - 1 else 1            # lane j holds a word of row g_row
-            lrow = Signal(row_shape, name=f"lane{j}_row")
-            use = Signal(name=f"lane{j}_use")
-            m.d.comb += [
-                idx.eq(Mux(here, j - g_lane, j + L - g_lane)),
-                lrow.eq(Mux(here, g_row, g_row + 1)),
-                use.eq(grant & (idx < g_count)),
-            ]
             with m.If(debug_access):
                 m.d.comb += [rd.addr.eq(dbg_row), wr.addr.eq(dbg_row),
                              wr.data.eq(self.debug.wdata),
                              wr.en.eq(self.debug.we & (dbg_lane == j))]
             with m.Else():
-                m.d.comb += [rd.addr.eq(lrow), wr.addr.eq(lrow), wr.data.eq(_pick(wline, idx)),
-                             wr.en.eq(use & g_write)]
-            read_data.append(rd.data)
-        rdata = read_data
+                m.d.comb += [rd.addr.eq(lane_row[j]), wr.addr.eq(lane_row[j]),
+                             wr.data.eq(_pick(wline, lane_pos[j])),
+                             wr.en.eq(lane_use[j] & g_write)]
+            rdata.append(rd.data)
 
-        # Read response pipeline: metadata (and, after the storage, the rotated line).
+        # Read response pipeline: metadata (and, after the storage, the gathered line).
         def meta(name):
             return {"valid": Signal(name=f"{name}_valid"),
                     "client": Signal(index_shape(n), name=f"{name}_client"),
-                    "lane": Signal(index_shape(L), name=f"{name}_lane"),
                     "count": Signal(range(L + 1), name=f"{name}_count"),
-                    "last": Signal(name=f"{name}_last")}
+                    "last": Signal(name=f"{name}_last"),
+                    "use": Signal(L, name=f"{name}_use"),
+                    "pos": Signal(data.ArrayLayout(index_shape(L), L), name=f"{name}_pos")}
 
         m0 = meta("grant")
         m.d.comb += [m0["valid"].eq(grant & ~g_write), m0["client"].eq(grant_to),
-                     m0["lane"].eq(g_lane), m0["count"].eq(g_count), m0["last"].eq(g_last)]
+                     m0["count"].eq(g_count), m0["last"].eq(g_last),
+                     m0["use"].eq(Cat(*lane_use))]
+        m.d.comb += [m0["pos"][j].eq(lane_pos[j]) for j in range(L)]
         cur = m0
         if lat >= 1:
             nxt = meta("s1")
@@ -531,14 +657,14 @@ class MemoryModel(wiring.Component):
             cur = nxt
         line = Signal(g.line_layout, name="resp_line0")
         for i in range(L):
-            pos = Signal(index_shape(L), name=f"resp_pos{i}")
-            wrap = (cur["lane"] + i >= L) if i else 0
-            m.d.comb += [pos.eq(Mux(wrap, cur["lane"] + i - L, cur["lane"] + i)),
-                         line[i].eq(_pick(rdata, pos))]
+            word = 0
+            for j in range(L):
+                word = word | Mux(cur["use"][j] & (cur["pos"][j] == i), rdata[j], 0)
+            m.d.comb += line[i].eq(word)
         for s in range(2, lat + 1):
             nxt = meta(f"s{s}")
             nline = Signal(g.line_layout, name=f"resp_line{s - 1}")
-            m.d.sync += [nxt[k].eq(cur[k]) for k in cur]
+            m.d.sync += [nxt[k].eq(cur[k]) for k in cur if k not in ("use", "pos")]
             m.d.sync += nline.eq(line)
             cur, line = nxt, nline
         for r in range(nr):
@@ -577,15 +703,16 @@ class MemoryModel(wiring.Component):
 
 
 class TensorPlacement:
-    """Where a 2-D row-major tensor lives in memory, and the bursts that move one of its tiles.
+    """Where a 2-D row-major tensor lives in memory, and the burst that moves one of its tiles.
 
     The tensor starts at word address ``base``; element ``(r, c)`` is at byte
     ``base * word_bytes + (r * cols + c) * bytes(dtype)``. Its ``tr x tc`` tiles are numbered
     row-major over the tile grid (linear tile index ``k = i * (cols / tc) + j``, as in
-    :mod:`stepforge.compiler.ops.offchip`). A tile is moved as **one burst per tile row**
-    (``tr`` bursts of ``tc * bytes(dtype)`` bytes, ``stride`` tensor-row words apart), or as **one
-    burst** of the whole tile when its rows are contiguous, i.e. the tile spans the full tensor
-    width (``tc == cols``). Either way exactly ``bytes(tile)`` bytes move per tile.
+    :mod:`stepforge.compiler.ops.offchip`). A tile moves as **one burst**: ``tr`` segments of
+    ``tc * bytes(dtype)`` bytes (one per tile row), a tensor row apart, or a single segment of the
+    whole tile when its rows are contiguous (the tile spans the full tensor width, ``tc == cols``).
+    Either way exactly ``bytes(tile)`` bytes move per tile; :attr:`tile_lines` lists the words of
+    each line of that burst (the memory's cycles per tile when it serves this client alone).
 
     Parameters
     ----------
@@ -624,10 +751,15 @@ class TensorPlacement:
         self.grid = (rows // tr, cols // tc)
         self.contiguous = tc == cols
         self.tile_words = tr * self.row_words
-        #: Word count and number of the bursts of one tile; words between their starts.
-        self.burst_words = self.tile_words if self.contiguous else self.row_words
-        self.bursts_per_tile = 1 if self.contiguous else tr
-        self.burst_stride = self.tensor_row_words
+        #: The burst of one tile: segment length, segments, stride (words).
+        if self.contiguous:
+            self.burst_words, self.burst_rows, self.burst_stride = self.tile_words, 1, 0
+        else:
+            self.burst_words, self.burst_rows, self.burst_stride = (self.row_words, tr,
+                                                                    self.tensor_row_words)
+        #: Word counts of the lines of one tile's burst.
+        self.tile_lines = geometry.burst_lines(self.burst_words, self.burst_rows,
+                                               self.burst_stride)
         #: Address step between horizontally / vertically adjacent tiles.
         self.col_step = self.row_words
         self.row_step = tr * self.tensor_row_words
@@ -635,9 +767,9 @@ class TensorPlacement:
         if self.base + self.words > geometry.size_words:
             raise ValueError(f"tensor {self.shape} of {dtype!r} ({self.words} words at {self.base}) "
                              f"does not fit the memory's {geometry.size_words} words")
-        if self.burst_words >= 1 << geometry.count_bits:
-            raise ValueError(f"a burst of {self.burst_words} words does not fit "
-                             f"count_bits={geometry.count_bits}")
+        if max(self.burst_words, self.burst_rows) >= 1 << geometry.count_bits:
+            raise ValueError(f"a burst of {self.burst_rows} x {self.burst_words} words does not "
+                             f"fit count_bits={geometry.count_bits}")
 
     @property
     def ntiles(self):
@@ -664,10 +796,15 @@ class TensorPlacement:
         gc = self.grid[1]
         return self.base + (k // gc) * self.row_step + (k % gc) * self.col_step
 
-    def bursts(self, k):
-        """The ``(addr, count)`` bursts that move tile ``k``, in order."""
-        a = self.tile_addr(k)
-        return [(a + r * self.burst_stride, self.burst_words) for r in range(self.bursts_per_tile)]
+    def burst(self, k):
+        """The request ``(addr, count, rows, stride)`` that moves tile ``k``."""
+        return (self.tile_addr(k), self.burst_words, self.burst_rows, self.burst_stride)
+
+    def request(self, m, port, addr):
+        """Drive ``port.req.payload`` (comb) with the burst of the tile at word ``addr``."""
+        p = port.req.payload
+        m.d.comb += [p.addr.eq(addr), p.count.eq(self.burst_words), p.rows.eq(self.burst_rows),
+                     p.stride.eq(self.burst_stride)]
 
     def __repr__(self):
         base = f", base={self.base}" if self.base else ""

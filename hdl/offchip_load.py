@@ -5,21 +5,23 @@ Both units have the same back end, a *tile fetcher*:
 1. A front end produces one **command** per output beat: a tile's first word address with the
    beat's ``stop``/``last`` (or a stop-only / bare-``Done`` beat with no tile).
 2. A command with a tile takes a slot of an on-chip **tile buffer** of ``buffer_tiles`` tiles (a
-   credit: no slot, no command) and the tile's bursts go out on the memory read port, one per
-   cycle (:class:`~stepforge.hdl.memory.TensorPlacement`: one burst per tile row, or one burst per
-   tile when rows are contiguous). Its ``stop``/``last`` go into a tag FIFO.
+   credit: no slot, no command) and the tile's burst goes out on the memory read port
+   (:class:`~stepforge.hdl.memory.TensorPlacement`: one segment per tile row, a tensor row
+   apart, or a single segment when the rows are contiguous). Its ``stop``/``last`` go into a tag
+   FIFO.
 3. Response lines are written into the slot word by word; a slot whose words have all arrived is
    *full*. Lines arrive in request order, so slots fill in order.
 4. The output beat is the head tag, with the head slot's tile when the tag carries data; it is
    valid once that slot is full. ``out.valid`` and ``out.payload`` come from registers and the
    buffer, never combinationally from an input or from ``out.ready``.
 
-The memory never waits for a client, so a slot is reserved before its bursts are issued; the
+The memory never waits for a client, so a slot is reserved before its burst is issued; the
 buffer is therefore also the unit's latency cover. A tile holds its slot for about
-``mem_latency + 3 + bursts`` cycles, so the default ``buffer_tiles = mem_latency + 4`` sustains the
-memory's rate (one line per cycle; at most one tile per cycle at the output). The unit's on-chip
-storage is ``buffer_tiles x bytes(tile)`` (:attr:`onchip_bytes`; the paper's model counts
-``2 x bytes(tile)``).
+``mem_latency + 3 + lines`` cycles, so the default ``buffer_tiles = mem_latency + 4`` sustains the
+memory's rate: ``len(placement.tile_lines)`` cycles per tile (one line per cycle; lines pack as
+many tile rows as the lanes take without bank conflicts), and at most one tile per cycle at the
+output. The unit's on-chip storage is ``buffer_tiles x bytes(tile)`` (:attr:`onchip_bytes`; the
+paper's model counts ``2 x bytes(tile)``).
 """
 
 from amaranth.hdl import Module, Mux, Signal, unsigned
@@ -81,25 +83,19 @@ class _TileFetcher(wiring.Component):
         m = Module()
         p, g = self.placement, self.placement.geometry
         K, L, T = self.buffer_tiles, g.lanes, p.tile_words
-        nreq = p.bursts_per_tile
         cmd, out, mem = self.cmd, self.out, self.mem
         stop_bits = stop_width(self.rank)
 
-        # -- issue: one burst per cycle from the current tile --------------------------------
+        # -- issue: the current tile's burst -------------------------------------------------
         cur_valid = Signal(name="cur_valid")
         cur_addr = Signal(g.addr_bits, name="cur_addr")
-        cur_req = Signal(index_shape(nreq), name="cur_req")
         inflight = Signal(range(K + 1), name="inflight")
-        m.d.comb += [mem.req.valid.eq(cur_valid), mem.req.payload.addr.eq(cur_addr),
-                     mem.req.payload.count.eq(p.burst_words)]
-        issued = Signal(name="issued")
+        m.d.comb += mem.req.valid.eq(cur_valid)
+        p.request(m, mem, cur_addr)
         cur_done = Signal(name="cur_done")
-        m.d.comb += [issued.eq(mem.req.valid & mem.req.ready),
-                     cur_done.eq(issued & (cur_req == nreq - 1))]
-        with m.If(issued):
-            m.d.sync += [cur_addr.eq(cur_addr + p.burst_stride), cur_req.eq(cur_req + 1)]
-            with m.If(cur_done):
-                m.d.sync += cur_valid.eq(0)
+        m.d.comb += cur_done.eq(mem.req.valid & mem.req.ready)
+        with m.If(cur_done):
+            m.d.sync += cur_valid.eq(0)
 
         tag_layout = data.StructLayout({"has_data": 1, "stop": unsigned(stop_bits), "last": 1})
         m.submodules.tags = tags = fifo.SyncFIFO(width=tag_layout.size, depth=K + 2)
@@ -116,7 +112,7 @@ class _TileFetcher(wiring.Component):
         alloc = Signal(name="alloc")
         m.d.comb += alloc.eq(take & c.has_data)
         with m.If(alloc):
-            m.d.sync += [cur_valid.eq(1), cur_addr.eq(c.addr), cur_req.eq(0)]
+            m.d.sync += [cur_valid.eq(1), cur_addr.eq(c.addr)]
 
         # -- the tile buffer ------------------------------------------------------------------
         m.submodules.tilebuf = tilebuf = Memory(shape=unsigned(T * g.word_bits), depth=K, init=[])
@@ -128,8 +124,7 @@ class _TileFetcher(wiring.Component):
         full = Signal(K, name="full")
         resp = mem.resp
         # Word positions at which a line can start (prefix sums of the tile's line counts).
-        starts = sorted({r * p.burst_words + j for r in range(nreq)
-                         for j in range(0, p.burst_words, L)})
+        starts = {sum(p.tile_lines[:i]) for i in range(len(p.tile_lines))}
         m.d.comb += wr.addr.eq(wr_slot)
         for t in range(T):
             word = Signal(g.word_bits, name=f"wword{t}")
@@ -234,7 +229,8 @@ class LinearLoadUnit(wiring.Component):
     beat is taken when the last burst of its read has been issued. Inputs are expected in the
     canonical stop framing (an element carries the stop that follows it); ``Done`` may be bare.
 
-    Throughput: one burst per cycle, one line per cycle from the memory; see the module doc.
+    Throughput: one line per cycle from the memory, ``len(placement.tile_lines)`` cycles per tile
+    (but at least one); see the module doc.
 
     Parameters
     ----------

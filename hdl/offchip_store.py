@@ -1,12 +1,12 @@
 """Off-chip stores as hardware: LinearOffChipStore (in order) and RandomOffChipStore (scatter).
 
-Both units write through a *tile writer*: it holds one tile, issues its bursts on the memory
-write port (:class:`~stepforge.hdl.memory.TensorPlacement`: one burst per tile row, or one burst
-per tile when rows are contiguous) and presents the tile's words as lines of the memory's width,
-split exactly as the memory consumes a burst. The tile *retires* in the cycle its last line is
-taken; a write taken in a cycle is visible to every read granted later. The next tile can enter
-in the cycle the previous one retires, so a stream of tiles is written at one line per cycle
-(the memory's rate) when the memory is free.
+Both units write through a *tile writer*: it holds one tile, issues its burst on the memory
+write port (:class:`~stepforge.hdl.memory.TensorPlacement`: one segment per tile row, a tensor
+row apart, or a single segment when the rows are contiguous) and presents the tile's words as
+the lines of that burst (``placement.tile_lines``), cut exactly as the memory consumes them. The
+tile *retires* in the cycle its last line is taken; a write taken in a cycle is visible to every
+read granted later. The next tile can enter in the cycle the previous one retires, so a stream of
+tiles is written at one line per cycle (the memory's rate) when the memory is free.
 """
 
 from amaranth.hdl import C, Cat, Module, Mux, Signal, unsigned
@@ -55,56 +55,47 @@ class _TileWriter(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         p, g = self.placement, self.placement.geometry
-        L, T, B = g.lanes, p.tile_words, p.burst_words
-        nreq = p.bursts_per_tile
-        lines_per_burst = g.lines(B)
-        nlines = nreq * lines_per_burst
+        L, T = g.lanes, p.tile_words
+        counts = p.tile_lines                      # words of each line of the tile's burst
+        starts = [sum(counts[:i]) for i in range(len(counts))]
+        nlines = len(counts)
         cmd, mem = self.cmd, self.mem
 
         cur = Signal(name="cur_valid")
         tile = Signal(T * g.word_bits, name="tile")
-        req_addr = Signal(g.addr_bits, name="req_addr")
-        req_left = Signal(range(nreq + 1), name="req_left")
-        lines_left = Signal(range(nlines + 1), name="lines_left")
-        pos = Signal(index_shape(T), name="line_pos")          # tile word of the next line's lane 0
-        off = Signal(index_shape(B), name="line_off")          # the same, inside its burst
+        line = Signal(index_shape(nlines), name="line")        # the next line of the burst
 
-        m.d.comb += [mem.req.valid.eq(cur & (req_left != 0)),
-                     mem.req.payload.addr.eq(req_addr),
-                     mem.req.payload.count.eq(B)]
-        with m.If(mem.req.valid & mem.req.ready):
-            m.d.sync += [req_addr.eq(req_addr + p.burst_stride), req_left.eq(req_left - 1)]
+        # The burst goes out in the cycle the tile is taken, and the memory always takes it then:
+        # the writer is idle (no burst of ours is active) or its last line is granted right now
+        # (the memory's req.ready is high while it finishes our burst). So the next tile's lines
+        # follow the previous tile's without a gap.
+        m.d.comb += mem.req.valid.eq(cmd.valid & cmd.ready)
+        p.request(m, mem, cmd.payload.addr)
 
-        starts = sorted({r * B + j for r in range(nreq) for j in range(0, B, L)})
         lanes = []
         for i in range(L):
-            reach = [s for s in starts if s + i < T]
+            reach = [(k, s) for k, s in enumerate(starts) if i < counts[k]]
             if not reach:       # no line ever puts a word in this lane (a tile narrower than a line)
                 lanes.append(C(0, g.word_bits))
                 continue
             word = Signal(g.word_bits, name=f"lane{i}_word")
-            for s in reach:
-                with m.If(pos == s):
+            for k, s in reach:
+                with m.If(line == k):
                     m.d.comb += word.eq(tile.word_select(s + i, g.word_bits))
             lanes.append(word)
         m.d.comb += mem.data.payload.eq(Cat(*lanes))
         taken = Signal(name="line_taken")
-        m.d.comb += [mem.data.valid.eq(cur & (lines_left != 0)),
+        m.d.comb += [mem.data.valid.eq(cur),
                      taken.eq(mem.data.valid & mem.data.ready),
-                     self.retire.eq(taken & (lines_left == 1))]
+                     self.retire.eq(taken & (line == nlines - 1))]
         with m.If(taken):
-            m.d.sync += lines_left.eq(lines_left - 1)
-            with m.If(off + L >= B):
-                m.d.sync += [off.eq(0), pos.eq(pos + (B - off))]
-            with m.Else():
-                m.d.sync += [off.eq(off + L), pos.eq(pos + L)]
+            m.d.sync += line.eq(line + 1)
         with m.If(self.retire):
             m.d.sync += cur.eq(0)
 
         m.d.comb += cmd.ready.eq(~cur | self.retire)
         with m.If(cmd.valid & cmd.ready):
-            m.d.sync += [cur.eq(1), tile.eq(cmd.payload.data), req_addr.eq(cmd.payload.addr),
-                         req_left.eq(nreq), lines_left.eq(nlines), pos.eq(0), off.eq(0)]
+            m.d.sync += [cur.eq(1), tile.eq(cmd.payload.data), line.eq(0)]
         m.d.comb += self.busy.eq(cur)
         return m
 

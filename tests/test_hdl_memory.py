@@ -23,7 +23,8 @@ def drive(model, reads=(), writes=(), *, valid_p=1.0, stall_p=0.0, seed=0, debug
           max_cycles=3000):
     """Run bursts on the model's ports; return what each read client received and the timing.
 
-    ``reads[c]`` / ``writes[c]``: lists of ``(addr, count)`` (writes: ``(addr, words)``).
+    ``reads[c]``: lists of ``(addr, count)`` or ``(addr, count, rows, stride)``; ``writes[c]``:
+    lists of ``(addr, words)`` or ``(addr, count, rows, stride, words)``.
     ``debug``: ``(op, addr, value)`` accesses performed first (``"w"`` writes, ``"r"`` reads).
     Returns ``dict(lines=[[(count, last, words)] per read client], first=[cycle], memory=bytes,
     bytes_read, bytes_written, debug=[values read], grants=[client per cycle])``.
@@ -48,11 +49,19 @@ def drive(model, reads=(), writes=(), *, valid_p=1.0, stall_p=0.0, seed=0, debug
                 out["debug"].append(ctx.get(dbg.rdata))
                 await ctx.tick()  # rdata holds
                 out["debug"][-1] = (out["debug"][-1], ctx.get(dbg.rdata))
-        rq = [list(r) for r in reads]
-        wq = [[(a, len(ws)) for a, ws in w] for w in writes]
-        # Write lines: each burst split into lines of `lanes` words.
-        wl = [[ws[i:i + L] for _, ws in w for i in range(0, len(ws), L)] for w in writes]
-        expect_lines = [sum(-(-c // L) for _, c in r) for r in reads]
+        rq = [[burst(b) for b in r] for r in reads]
+        wq = [[burst(b[:-1] if len(b) == 5 else (b[0], len(b[1]))) for b in w] for w in writes]
+        # Write lines: each burst cut into lines as the memory takes them.
+        wl = []
+        for w, bursts in zip(writes, wq):
+            lines = []
+            for b, (_, count, rows, stride) in zip(w, bursts):
+                words = list(b[-1])
+                for k in g.burst_lines(count, rows, stride):
+                    lines.append(words[:k])
+                    words = words[k:]
+            wl.append(lines)
+        expect_lines = [sum(len(g.burst_lines(*b[1:])) for b in r) for r in rq]
         holding_r = [False] * len(reads)
         holding_w = [False] * len(writes)
         holding_d = [False] * len(writes)
@@ -68,15 +77,13 @@ def drive(model, reads=(), writes=(), *, valid_p=1.0, stall_p=0.0, seed=0, debug
                 holding_r[c] = v
                 ctx.set(port.req.valid, v)
                 if v:
-                    ctx.set(port.req.payload.addr, rq[c][0][0])
-                    ctx.set(port.req.payload.count, rq[c][0][1])
+                    set_request(ctx, port, rq[c][0])
             for c, port in enumerate(model.write[i] for i in range(len(writes))):
                 v = bool(wq[c]) and (holding_w[c] or rng.random() < valid_p)
                 holding_w[c] = v
                 ctx.set(port.req.valid, v)
                 if v:
-                    ctx.set(port.req.payload.addr, wq[c][0][0])
-                    ctx.set(port.req.payload.count, wq[c][0][1])
+                    set_request(ctx, port, wq[c][0])
                 dv = bool(wl[c]) and (holding_d[c] or rng.random() < valid_p)
                 holding_d[c] = dv
                 ctx.set(port.data.valid, dv)
@@ -130,6 +137,24 @@ def drive(model, reads=(), writes=(), *, valid_p=1.0, stall_p=0.0, seed=0, debug
     return out
 
 
+def burst(b):
+    """``(addr, count, rows, stride)`` of a read burst written with or without rows/stride."""
+    return tuple(b) if len(b) == 4 else (b[0], b[1], 1, 0)
+
+
+def set_request(ctx, port, b):
+    addr, count, rows, stride = b
+    p = port.req.payload
+    ctx.set(p.addr, addr)
+    ctx.set(p.count, count)
+    ctx.set(p.rows, rows)
+    ctx.set(p.stride, stride)
+
+
+def burst_words(flat, addr, count, rows=1, stride=0):
+    return [w for r in range(max(rows, 1)) for w in flat[addr + r * stride:addr + r * stride + count]]
+
+
 def words_of(buf, g):
     return [int.from_bytes(buf[i:i + g.word_bytes], "little") for i in range(0, len(buf), g.word_bytes)]
 
@@ -156,10 +181,11 @@ def test_placement_and_request_pattern():
     p = TensorPlacement(g, int16, (8, 16), (4, 4), base=10)
     # a 4x4 int16 tile is 4 rows of one 8-byte word, 4 words (one tensor row) apart
     assert (p.row_words, p.tensor_row_words, p.tile_words, p.grid) == (1, 4, 4, (2, 4))
-    assert p.bursts(5) == [(10 + 16 + 1 + 4 * r, 1) for r in range(4)]
+    # one burst per tile: 4 segments of 1 word, 4 words apart; lanes 0, 4, 0, 4: two lines
+    assert p.burst(5) == (10 + 16 + 1, 1, 4, 4) and p.tile_lines == [2, 2]
     full = TensorPlacement(g, int16, (8, 4), (4, 4))
-    assert full.contiguous and full.bursts(1) == [(4, 4)]  # rows contiguous: one burst
-    assert sum(c for _, c in p.bursts(3)) * g.word_bytes == p.tile_bytes == 32
+    assert full.contiguous and full.burst(1) == (4, 4, 1, 0) and full.tile_lines == [4]
+    assert sum(p.tile_lines) * g.word_bytes == p.tile_bytes == 32
     with pytest.raises(ValueError, match="whole number"):
         TensorPlacement(g, int8, (8, 16), (4, 4))       # 4-byte tile rows, 8-byte words
     with pytest.raises(ValueError, match="does not fit"):
@@ -194,7 +220,9 @@ def test_array_bytes_round_trip():
 def memory_case(draw):
     channels = draw(st.sampled_from([1, 2, 3, 4]))
     bpc = draw(st.sampled_from([2, 4, 8, 16]))
-    word = draw(st.sampled_from([w for w in (1, 2, 4, 8) if bpc % w == 0]))
+    # at most 16 lanes: wider lines cost simulation time, not coverage
+    word = draw(st.sampled_from([w for w in (1, 2, 4, 8) if bpc % w == 0
+                                 and channels * bpc // w <= 16]))
     latency = draw(st.integers(0, 3))
     return channels, bpc, word, latency
 
@@ -212,30 +240,70 @@ def test_random_bursts_match_a_flat_memory(case, seed, valid_p, stall_p):
     half, quarter = g.size_words // 2, g.size_words // 4
 
     def bursts(lo, hi, k):
+        # 1-D and 2-D bursts (rows segments, stride apart) inside [lo, hi)
         out = []
         for _ in range(k):
-            a = rng.randrange(lo, hi)
-            out.append((a, rng.randrange(0, min(hi - a, 3 * g.lanes + 2) + 1)))
+            rows = rng.choice([0, 1, 1, 2, 3, 4])
+            count = rng.randrange(0, min(hi - lo, 2 * g.lanes + 2) // max(rows, 1) + 1)
+            span = max(rows, 1) - 1
+            stride = rng.randrange(count, count + 6) if span else rng.choice([0, 5])
+            a = rng.randrange(lo, max(lo + 1, hi - span * stride - count + 1))
+            if a + span * stride + count > hi:
+                rows, span, stride = 1, 0, 0
+                count = min(count, hi - a)
+            out.append((a, count, rows, stride))
         return out
     reads = [bursts(0, half, rng.randrange(1, 5)) for _ in range(2)]
-    writes = [[(a, [rng.randrange(1 << g.word_bits) for _ in range(c)])
-               for a, c in bursts(half + q * quarter, half + (q + 1) * quarter, rng.randrange(0, 4))]
+    writes = [[(*b, [rng.randrange(1 << g.word_bits) for _ in range(b[1] * max(b[2], 1))])
+               for b in bursts(half + q * quarter, half + (q + 1) * quarter, rng.randrange(0, 4))]
               for q in range(2)]
     res = drive(model, reads, writes, valid_p=valid_p, stall_p=stall_p, seed=seed)
     flat = words_of(init + bytes(g.size_bytes - len(init)), g)
     for c, rb in enumerate(reads):
         want = []
-        for a, n in rb:
-            for i in range(0, n, g.lanes):
-                k = min(g.lanes, n - i)
-                want.append((k, int(i + k == n), flat[a + i:a + i + k]))
+        for b in rb:
+            words = burst_words(flat, *b)
+            counts = g.burst_lines(*b[1:])
+            for i, k in enumerate(counts):
+                want.append((k, int(i == len(counts) - 1), words[:k]))
+                words = words[k:]
         assert res["lines"][c] == want
     for wb in writes:
-        for a, ws in wb:
-            flat[a:a + len(ws)] = ws
+        for a, count, rows, stride, ws in wb:
+            for r in range(max(rows, 1)):
+                flat[a + r * stride:a + r * stride + count] = ws[r * count:(r + 1) * count]
     assert words_of(res["memory"], g)[:len(flat)] == flat
-    assert res["bytes_read"] == sum(n for rb in reads for _, n in rb) * word
-    assert res["bytes_written"] == sum(len(ws) for wb in writes for _, ws in wb) * word
+    assert res["bytes_read"] == sum(b[1] * max(b[2], 1) for rb in reads for b in rb) * word
+    assert res["bytes_written"] == sum(len(b[-1]) for wb in writes for b in wb) * word
+
+
+def test_line_packing_rule():
+    g = MemoryGeometry.from_config(HardwareConfig.sim(), 4096)      # 8 lanes
+    assert g.burst_lines(4, 4, 16) == [4, 4, 4, 4]     # stride 16 = 0 mod 8: every row conflicts
+    assert g.burst_lines(1, 4, 4) == [2, 2]            # stride 4: rows at lanes 0, 4, 0, 4
+    assert g.burst_lines(1, 4, 2) == [4]               # stride 2: lanes 0, 2, 4, 6
+    assert g.burst_lines(2, 3, 3) == [6]               # lanes {0,1}, {3,4}, {6,7}
+    assert g.burst_lines(3, 3, 8) == [3, 3, 3]
+    assert g.burst_lines(20, 2, 40) == [8, 8, 4, 8, 8, 4]      # long segments go alone
+    assert g.burst_lines(1, 12, 1) == [8, 4]           # contiguous rows; at most 8 per line
+    assert g.burst_lines(0, 3, 1) == [] and g.burst_lines(5) == [5]
+    narrow = MemoryGeometry.from_config(HardwareConfig.sim(), 4096, max_segments=2)
+    assert narrow.burst_lines(1, 4, 1) == [2, 2]
+
+
+@pytest.mark.parametrize("count, rows, stride", [(1, 4, 4), (1, 4, 2), (2, 3, 3), (3, 3, 8),
+                                                 (20, 2, 40), (1, 12, 1), (4, 2, 5)])
+def test_strided_bursts_take_one_line_per_cycle(count, rows, stride):
+    init = bytes(range(256)) * 8
+    model = MemoryModel(config(4, 16, 2), 2048, init)
+    g = model.geometry
+    res = drive(model, [[(3, count, rows, stride)]])
+    counts = g.burst_lines(count, rows, stride)
+    assert [n for n, _, _ in res["lines"][0]] == counts
+    assert res["cycles"] == 1 + g.latency + len(counts)          # one line per cycle
+    flat = words_of(init, g)
+    assert [w for _, _, ws in res["lines"][0] for w in ws] == burst_words(flat, 3, count, rows,
+                                                                           stride)
 
 
 @pytest.mark.parametrize("latency", [0, 1, 4])
