@@ -12,8 +12,10 @@ the outputs of a node with several outputs (a Broadcast, a Partition, a Reshape 
 flags, ...) whose branches meet again (a reconvergent fork): there a branch must hold what the
 other branch swallows before it produces anything, so each branch gets ``fifo_depth + max hold
 of the other branches``, where the hold of a branch is the largest bounded fibre an Accum or
-Bufferize on it reduces (the product of the bounds of its ``b`` innermost dimensions). A program
-may pin a stream's depth with ``depths={stream: n}``.
+Bufferize on it reduces (the product of the bounds of its ``b`` innermost dimensions), or, when a
+data-dependent router (Partition, Filter, EagerMerge) stands before that Accum on the branch, the
+bound of the fork's whole stream (the Accum may wait for its last element until the very end). A
+program may pin a stream's depth with ``depths={stream: n}``.
 """
 
 from dataclasses import dataclass, field
@@ -209,28 +211,39 @@ def _hold(node):
 
 def _fifo_depths(program, base, pinned):
     """The sizing rule of the module doc."""
+    from .ops.compute import Filter
+    from .ops.routing import EagerMerge, Partition
+    selective = (Partition, Filter, EagerMerge)   # how many beats pass is data-dependent
     depths = {s: base for s in program.streams}
     cons = program.consumers()
+    sym = program.symbols
 
-    def reach(stream, seen):
-        """Nodes reachable from ``stream`` with the largest hold along the way to each."""
+    def reach(stream):
+        """Nodes reachable from ``stream``, each with the largest hold on the way to it."""
+        whole = sym.bound(program.cardinality(stream))
         out = {}
-        stack = [(stream, 0)]
+        stack = [(stream, 0, False)]
         while stack:
-            s, hold = stack.pop()
+            s, hold, filtered = stack.pop()
             for node, _ in cons[s]:
-                h = max(hold, _hold(node))
-                if out.get(node, -1) >= h:
+                h = _hold(node)
+                if h and filtered:
+                    # behind a data-dependent router a hold of h beats may take the fork's whole
+                    # stream to fill (an expert waits for its 4th token while the others pass)
+                    h = max(h, whole or 0)
+                h = max(hold, h)
+                f = filtered or isinstance(node, selective)
+                if out.get(node, (-1, False)) >= (h, f):
                     continue
-                out[node] = h
+                out[node] = (h, f)
                 for o in node.outputs:
-                    stack.append((o, h))
-        return out
+                    stack.append((o, h, f))
+        return {n: h for n, (h, _) in out.items()}
 
     for node in program.nodes:
         if len(node.outputs) < 2:
             continue
-        reaches = [reach(o, set()) for o in node.outputs]
+        reaches = [reach(o) for o in node.outputs]
         for i, o in enumerate(node.outputs):
             extra = 0
             for j, other in enumerate(reaches):

@@ -148,7 +148,8 @@ def run_rtl(program, tensors=None, inputs=None, *, config=None, depths=None, sta
     t0 = time.perf_counter()
     say("simulating")
     ntests, nfailed = verilator.run(build_dir, "top", "stepforge.cocotb_tests.system_tb",
-                                    test_dir=work, extra_env={"STEPFORGE_JOB": str(work / "job.json")},
+                                    test_dir=work, extra_env={"STEPFORGE_JOB": str(work / "job.json"),
+                                                              "COCOTB_LOG_LEVEL": "WARNING"},
                                     waves=waves)
     timings["simulate"] = time.perf_counter() - t0
     if ntests != 1 or nfailed:
