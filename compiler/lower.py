@@ -209,6 +209,17 @@ def _hold(node):
     return 0
 
 
+def _looks_ahead(node):
+    """Whether the unit of ``node`` holds an element until it sees the next beat (a stop may follow)."""
+    from .ops.compute import FlatMap
+    from .ops.shape import Promote, RepeatStatic, Reshape
+    if isinstance(node, Promote):
+        return node.b in (0, node.inputs[0].rank + 1)
+    if isinstance(node, Reshape):
+        return node.b == 0
+    return isinstance(node, (RepeatStatic, FlatMap))
+
+
 def _fifo_depths(program, base, pinned):
     """The sizing rule of the module doc."""
     from .ops.compute import Filter
@@ -222,22 +233,26 @@ def _fifo_depths(program, base, pinned):
         """Nodes reachable from ``stream``, each with the largest hold on the way to it."""
         whole = sym.bound(program.cardinality(stream))
         out = {}
-        stack = [(stream, 0, False)]
+        stack = [(stream, 0, 0, False)]
         while stack:
-            s, hold, filtered = stack.pop()
+            s, hold, last, filtered = stack.pop()
             for node, _ in cons[s]:
                 h = _hold(node)
                 if h and filtered:
                     # behind a data-dependent router a hold of h beats may take the fork's whole
                     # stream to fill (an expert waits for its 4th token while the others pass)
                     h = max(h, whole or 0)
-                h = max(hold, h)
+                new_last = max(last, h)
+                total = max(hold, h)
+                if _looks_ahead(node):
+                    # it keeps one element until the next arrives: one more upstream hold
+                    total = hold + max(last, 1)
                 f = filtered or isinstance(node, selective)
-                if out.get(node, (-1, False)) >= (h, f):
+                if out.get(node, (-1, False)) >= (total, f):
                     continue
-                out[node] = (h, f)
+                out[node] = (total, f)
                 for o in node.outputs:
-                    stack.append((o, h, f))
+                    stack.append((o, total, new_last, f))
         return {n: h for n, (h, _) in out.items()}
 
     for node in program.nodes:

@@ -200,5 +200,21 @@ def error_report(result):
     hw, c = result.hw, result.csrs
     unit = hw.units[c["error_unit"]]
     code = ErrorCode(c["error_code"])
-    return (f"error in unit {unit.uid} {unit.name} ({unit.kind}, node {unit.node!r}): "
+    text = (f"error in unit {unit.uid} {unit.name} ({unit.kind}, node {unit.node!r}): "
             f"{code.name} after {c['cycles']} cycles")
+    if code == ErrorCode.OVER_BOUND:
+        sym = hw.program.symbols
+        bounded = []
+        for s in list(unit.node.inputs) + list(unit.node.outputs):
+            types = [s.dtype] + ([s.dtype.elem] if hasattr(s.dtype, "elem") else [])
+            dims = list(s.shape) + [d for t in types for d in getattr(t, "shape", ())]
+            for d in dims:
+                if not isinstance(d, int):
+                    for x in sorted(d.free_symbols, key=str):
+                        b = sym.info(x).bound
+                        entry = f"{x} <= {b}"
+                        if b is not None and entry not in bounded:
+                            bounded.append(entry)
+        if bounded:
+            text += f"\na size exceeded its declared bound: {', '.join(bounded)}"
+    return text

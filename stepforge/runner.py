@@ -125,9 +125,6 @@ def run_hardware(pf, *, params=None, seed=0, config=None, stall=False, watchdog=
     tensors, inputs = data.get("tensors", {}), data.get("inputs", {})
     res = run_rtl(program, tensors, inputs, config=config, stall=stall, watchdog=watchdog,
                   waves=waves, progress=lambda msg: out(f"[stepforge] {msg}"))
-    # the interpreter runs the lowered program (broadcasts and tie-offs added, same meaning), so
-    # its edges are the hardware's FIFOs
-    ref = run(program, tensors=tensors, inputs=inputs, keep_edges=True)
     out(f"{program.name}: {res.status} after {res.csrs['cycles']} cycles "
         f"(compile {res.timings['compile']:.2f} s, build {res.timings['build']:.1f} s, "
         f"simulate {res.timings['simulate']:.2f} s)")
@@ -140,6 +137,9 @@ def run_hardware(pf, *, params=None, seed=0, config=None, stall=False, watchdog=
     if res.status != "done":
         out(f"the run did not finish ({res.status})")
         return False
+    # the interpreter runs the lowered program (broadcasts and tie-offs added, same meaning), so
+    # its edges are the hardware's FIFOs
+    ref = run(program, tensors=tensors, inputs=inputs, keep_edges=True)
     ok = True
     rows = []
     for name, t in program.tensors.items():

@@ -1,0 +1,142 @@
+"""Whole programs through Verilator: bit-exact with the interpreter, traffic equal to the symbolic
+model, identical under random stalls; errors and deadlocks end the run with a report."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from stepforge import (Accum, Bufferize, Expand, LinearOffChipLoad, LinearOffChipStore, Map,
+                       Program, Promote, Streamify, Tile, int16)
+from stepforge.cli import main
+from stepforge.compiler.metrics import bind, metrics
+from stepforge.loader import load
+from stepforge.sim.interpreter import run
+from stepforge.sim.rtl import compile_program, deadlock_report, error_report, run_rtl
+from stepforge.sim.tokens import to_nested
+from stepforge.sim.values import values_equal
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+# small sizes: the Verilog (and so the build) is the same as at full size
+CASES = [
+    ("matmul", {"M": 8, "K": 8, "N": 8}),
+    ("gemv", {"K": 16, "N": 8}),
+    ("elementwise", {"M": 8, "N": 8}),
+    ("swiglu", {"B": 8, "H": 8, "I": 8}),
+    ("moe", {"T": 6}),
+]
+
+
+def check_example(name, params, stall):
+    pf = load(EXAMPLES / f"{name}.py")
+    program = pf.build(**params)
+    data = pf.data(program, seed=1)
+    tensors, inputs = data["tensors"], data.get("inputs", {})
+    res = run_rtl(program, tensors, inputs, stall=stall)
+    assert res.status == "done", deadlock_report(res) if res.status == "deadlock" else res.status
+    ref = run(program, tensors=tensors, inputs=inputs)          # the lowered program, same meaning
+    for tname, t in program.tensors.items():
+        if t.role in ("output", "inout"):
+            assert res.tensors[tname].dtype == ref.tensors[tname].dtype
+            assert np.array_equal(res.tensors[tname], ref.tensors[tname]), f"{name}: {tname} differs"
+    m = metrics(program).subs(bind(program, ref.trace))
+    assert res.tensor_bytes_read == m.offchip_read
+    assert res.tensor_bytes_written == m.offchip_write
+    return res
+
+
+@pytest.mark.parametrize("name,params", CASES, ids=[c[0] for c in CASES])
+def test_example_bit_exact_and_traffic_exact(name, params):
+    res = check_example(name, params, stall=False)
+    assert res.cycles > 0
+
+
+@pytest.mark.parametrize("name,params", CASES, ids=[c[0] for c in CASES])
+def test_example_under_random_stalls(name, params):
+    calm = check_example(name, params, stall=False)
+    stalled = check_example(name, params, stall=True)
+    assert stalled.cycles > calm.cycles      # the stalls really happened
+
+
+def test_run_command_passes(capsys):
+    assert main(["run", str(EXAMPLES / "matmul.py"), "-p", "M=8", "-p", "K=8", "-p", "N=8"]) == 0
+    out = capsys.readouterr().out
+    assert "Y       ok     hardware vs interpreter: bit-exact" in out
+    assert "roofline bound" in out and out.rstrip().endswith("PASS")
+
+
+def over_bound_program():
+    p = Program("overbound")
+    B = p.symbol("B", bound=4)
+    x = p.input("x", [1, B], Tile(int16, 1, 4))
+    p.output(Streamify(Bufferize(x, 1)), "y")
+    return p
+
+
+def test_size_over_its_bound_is_flagged_with_unit_and_symbol():
+    rows = [np.full((1, 4), i, np.int16) for i in range(6)]      # B = 6 > 4
+    res = run_rtl(over_bound_program(), inputs={"x": [rows]})
+    assert res.status == "error"
+    report = error_report(res)
+    assert "Bufferize_0" in report and "OVER_BOUND" in report and "B <= 4" in report
+
+
+def test_run_command_exits_nonzero_on_error(tmp_path, capsys):
+    prog = tmp_path / "overbound.py"
+    prog.write_text(
+        "import numpy as np\n"
+        "from stepforge import *\n"
+        "def program():\n"
+        "    p = Program('overbound')\n"
+        "    B = p.symbol('B', bound=4)\n"
+        "    x = p.input('x', [1, B], Tile(int16, 1, 4))\n"
+        "    p.output(Streamify(Bufferize(x, 1)), 'y')\n"
+        "    return p\n"
+        "def data(program, seed=0):\n"
+        "    return {'inputs': {'x': [[np.full((1, 4), i, np.int16) for i in range(6)]]}}\n")
+    assert main(["run", str(prog)]) == 1
+    out = capsys.readouterr().out
+    assert "Bufferize_0" in out and "OVER_BOUND" in out and "B <= 4" in out
+
+
+def deadlock_program():
+    """x is read twice: once to sum each row, once to subtract that sum: a reconvergent fork."""
+    p = Program("reconverge")
+    X = p.tensor("X", (4, 32), int16)
+    Y = p.tensor("Y", (4, 32), int16, role="output")
+    x = LinearOffChipLoad(X, (1, 4), out_shape=(4, 8), stride=(8, 1))      # [1, 4, 8]
+    total = Accum(lambda acc, v: acc + v, Tile(int16, 1, 4), x, b=1)        # [1, 4]
+    spread = Expand(Promote(total, 0), x, 1)                                 # [1, 4, 8]
+    LinearOffChipStore(Map(lambda v, s: v - s, x, spread), Y)
+    return p, x
+
+
+def test_sizing_rule_avoids_the_deadlock():
+    p, _ = deadlock_program()
+    X = np.arange(128, dtype=np.int16).reshape(4, 32)
+    res = run_rtl(p, {"X": X})
+    assert res.status == "done"
+    assert np.array_equal(res.tensors["Y"], run(p, {"X": X}).tensors["Y"])
+
+
+def test_too_shallow_fifo_deadlocks_with_a_report():
+    p, x = deadlock_program()
+    from stepforge.compiler.lower import lower
+    lower(p)                                  # add the broadcast, then pin its branch shallow
+    bc = next(n for n in p.nodes if n.op == "Broadcast")
+    zip_side = [s for s in bc.outputs if any(n.op == "Map" for n, _ in p.consumers()[s])][0]
+    X = np.arange(128, dtype=np.int16).reshape(4, 32)
+    res = run_rtl(p, {"X": X}, depths={zip_side: 1}, watchdog=500)
+    assert res.status == "deadlock"
+    assert res.cycles < 5_000
+    report = deadlock_report(res)
+    assert f"full FIFOs: {zip_side.name}" in report or zip_side.name in report.split("full FIFOs:")[1].split("\n")[0]
+
+
+@pytest.mark.parametrize("name,params", CASES, ids=[c[0] for c in CASES])
+def test_verilog_lints(name, params):
+    from stepforge.sim import verilator
+    pf = load(EXAMPLES / f"{name}.py")
+    _, _, text = compile_program(pf.build(**params))
+    verilator.lint(text)
