@@ -112,9 +112,9 @@ class System(wiring.Component):
                 m.submodules[f"u{u.uid}_{u.name}"] = ResetInserter(hold)(u.component)
         owners = [u for u in hw.units if not u.shared]
         for (u, p), port in zip(reads, mem.read if reads else []):
-            wiring.connect(m, getattr(u.component, p), port)
+            _connect_memory(m, getattr(u.component, p), port, started)
         for (u, p), port in zip(writes, mem.write if writes else []):
-            wiring.connect(m, getattr(u.component, p), port)
+            _connect_memory(m, getattr(u.component, p), port, started)
 
         progress = Signal(name="progress")
         moves = []
@@ -197,3 +197,22 @@ class System(wiring.Component):
         self._csr_names = csr.names
         m.d.comb += [csr.addr.eq(self.csr_addr), self.csr_rdata.eq(csr.rdata)]
         return m
+
+
+def _connect_memory(m, client, port, enable):
+    """Connect a unit's memory port to the memory's, passing bursts only while ``enable``.
+
+    The memory is not held in reset before ``start`` (the host fills it through the back door),
+    but the units are, and a unit in reset still drives its combinational outputs: a
+    BeatReader's first state offers its first burst. Without the gate the memory takes that
+    burst (and, once the back door is idle, serves it) while the unit cannot see it, and the
+    unit asks again after reset: the line arrives twice and the stream's beats shift by one.
+    """
+    m.d.comb += [
+        port.req.payload.eq(client.req.payload),
+        port.req.valid.eq(client.req.valid & enable),
+        client.req.ready.eq(port.req.ready & enable),
+    ]
+    for name in ("resp", "data"):
+        if name in client.signature.members:
+            wiring.connect(m, getattr(client, name), getattr(port, name))
