@@ -12,11 +12,13 @@ Driven entirely by a job file (JSON, path in ``STEPFORGE_JOB``) written by
 The testbench resets the design, fills the memory through the debug back door (one word per
 cycle, before the run, so Python is not in the loop of the run itself), starts the run, waits
 for ``done``, ``error`` or ``deadlock`` without visiting every cycle, and writes
-``{"status", "cycles_waited", "readback": {name: [words]}, "csrs": {name: value}}``.
+``{"status", "run_seconds", "readback": {name: [words]}, "csrs": {name: value}}`` (``run_seconds``:
+wall time from start to the end of the run, without preload and read-back).
 """
 
 import json
 import os
+import time
 
 import cocotb
 from cocotb.clock import Clock
@@ -78,16 +80,18 @@ async def run_program(dut):
     await _write_words(dut, job["preload"])
 
     dut.start.value = 1
+    t0 = time.perf_counter()
     await RisingEdge(dut.clk)
     dut.start.value = 0
     ended = First(RisingEdge(dut.done), RisingEdge(dut.error), RisingEdge(dut.deadlock))
     timeout = ClockCycles(dut.clk, job.get("max_cycles", 50_000_000))
     await First(ended, timeout)
+    run_seconds = time.perf_counter() - t0
     await RisingEdge(dut.clk)
     status = "done" if dut.done.value else "error" if dut.error.value else \
         "deadlock" if dut.deadlock.value else "timeout"
 
-    result = {"status": status, "readback": {}, "csrs": {}}
+    result = {"status": status, "readback": {}, "csrs": {}, "run_seconds": run_seconds}
     for name, addr in job["csrs"].items():
         result["csrs"][name] = await _read_csr(dut, addr)
     for name, (base, count) in job["readback"].items():

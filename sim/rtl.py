@@ -43,7 +43,8 @@ class RTLResult:
         Every counter and status register.
     hw : HardwareGraph
     timings : dict of str to float
-        Seconds spent converting, building and simulating.
+        Seconds spent converting (``compile``), building (``build``), in the simulator process
+        (``simulate``: preload, run, read-back) and in the run itself (``run``).
     """
     status: str
     tensors: dict
@@ -155,6 +156,7 @@ def run_rtl(program, tensors=None, inputs=None, *, config=None, depths=None, sta
     if ntests != 1 or nfailed:
         raise verilator.VerilatorError(f"the system testbench failed ({nfailed} of {ntests}); see {work}")
     res = json.loads((work / "result.json").read_text())
+    timings["run"] = res.get("run_seconds", 0.0)
 
     out_tensors, out_streams = {}, {}
     for key, words in res["readback"].items():
