@@ -90,10 +90,12 @@ Back doors
 """
 
 import math
+from types import SimpleNamespace
 from dataclasses import dataclass
 
 import numpy as np
-from amaranth.hdl import Array, Cat, Const, MemoryData, Module, Mux, Signal, Value, unsigned
+from amaranth.hdl import (Array, Cat, ClockSignal, Const, Instance, MemoryData, Module, Mux, Signal,
+                          Value, unsigned)
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -101,7 +103,7 @@ from amaranth.utils import ceil_log2
 
 from .config import HardwareConfig
 
-__all__ = ["MemoryGeometry", "MemoryPort", "ResponseSignature", "DebugSignature", "MemoryModel",
+__all__ = ["LANE_RAM_VERILOG", "MemoryGeometry", "MemoryPort", "ResponseSignature", "DebugSignature", "MemoryModel",
            "TensorPlacement", "array_to_bytes", "array_from_bytes", "backdoor_read", "backdoor_write"]
 
 
@@ -131,6 +133,33 @@ def _pick(values, index):
     width = Value.cast(index).shape().width
     values += [values[-1]] * ((1 << width) - len(values))
     return Array(values)[index]
+
+
+#: The storage of one lane for ``storage="verilog"``: a plain simple-dual-port RAM that starts at
+#: zero, read old-data-first (not transparent), as :class:`amaranth.lib.memory.Memory` behaves.
+#: Amaranth writes every initial word of a ``lib.memory`` into its Verilog, so a memory of
+#: hundreds of kilobytes would make a Verilog file (and a Verilator build) of hundreds of
+#: thousands of lines; this module keeps it to a loop. Append it to the design's Verilog.
+LANE_RAM_VERILOG = """
+module stepforge_lane_ram #(parameter WIDTH = 64, parameter DEPTH = 16, parameter AW = 4,
+                            parameter SYNC = 1) (
+  input clk,
+  input [AW-1:0] raddr, output [WIDTH-1:0] rdata,
+  input [AW-1:0] waddr, input [WIDTH-1:0] wdata, input we);
+  reg [WIDTH-1:0] mem [0:DEPTH-1];
+  reg [WIDTH-1:0] rdata_q;
+  integer i;
+  initial begin
+    for (i = 0; i < DEPTH; i = i + 1) mem[i] = {WIDTH{1'b0}};
+    rdata_q = {WIDTH{1'b0}};
+  end
+  always @(posedge clk) begin
+    if (we) mem[waddr] <= wdata;
+    rdata_q <= mem[raddr];
+  end
+  assign rdata = SYNC ? rdata_q : mem[raddr];
+endmodule
+"""
 
 
 def _pos_int(name, value, minimum=1):
@@ -408,13 +437,19 @@ class MemoryModel(wiring.Component):
     """
 
     @quiet_on_error
-    def __init__(self, config, size_bytes, init=None, *, read_ports=1, write_ports=1,
+    def __init__(self, config, size_bytes, init=None, *, storage="amaranth", read_ports=1, write_ports=1,
                  word_bytes=None, count_bits=16, max_segments=8, counter_bits=48):
         self.config = config
         self.geometry = g = MemoryGeometry.from_config(config, size_bytes, word_bytes=word_bytes,
                                                        count_bits=count_bits,
                                                        max_segments=max_segments)
         self._size_bytes = size_bytes
+        if storage not in ("amaranth", "verilog"):
+            raise ValueError(f"MemoryModel storage must be 'amaranth' or 'verilog', not {storage!r}")
+        if storage == "verilog" and init:
+            raise ValueError("MemoryModel: storage='verilog' starts at zero; fill it through the "
+                             "debug port instead of init")
+        self.storage = storage
         self.read_ports = _pos_int("read_ports", read_ports, 0)
         self.write_ports = _pos_int("write_ports", write_ports, 0)
         if read_ports + write_ports == 0:
@@ -433,7 +468,10 @@ class MemoryModel(wiring.Component):
             "bytes_written": Out(counter_bits),
         })
         super().__init__(members)
-        lane_init = self.lane_words(self._init_bytes)
+        # without init the storage starts at zero: no per-word initial values (they would make the
+        # Verilog, and its conversion time, grow with the memory's size)
+        lane_init = (self.lane_words(self._init_bytes) if self._init_bytes
+                     else [[] for _ in range(g.lanes)])
         #: The storage of each lane (``MemoryData``, shared by every elaboration): the simulator's
         #: back door (:func:`backdoor_read`, :func:`backdoor_write`) reaches the words through it.
         self.lane_data = [MemoryData(shape=unsigned(g.word_bits), depth=g.rows, init=lane_init[j])
@@ -448,6 +486,21 @@ class MemoryModel(wiring.Component):
             raise ValueError(f"MemoryModel init holds {len(buf)} bytes, more than the memory's "
                              f"{g.size_bytes}")
         return buf
+
+    def _verilog_lane(self, m, j, lat):
+        """Lane ``j`` as an instance of :data:`LANE_RAM_VERILOG` (``storage="verilog"``)."""
+        g = self.geometry
+        aw = max(1, ceil_log2(g.rows))
+        rd = SimpleNamespace(addr=Signal(aw, name=f"lane{j}_raddr"),
+                             data=Signal(g.word_bits, name=f"lane{j}_rdata"))
+        wr = SimpleNamespace(addr=Signal(aw, name=f"lane{j}_waddr"),
+                             data=Signal(g.word_bits, name=f"lane{j}_wdata"),
+                             en=Signal(name=f"lane{j}_we"))
+        m.submodules[f"lane{j}"] = Instance(
+            "stepforge_lane_ram", p_WIDTH=g.word_bits, p_DEPTH=g.rows, p_AW=aw,
+            p_SYNC=int(lat >= 1), i_clk=ClockSignal(), i_raddr=rd.addr, o_rdata=rd.data,
+            i_waddr=wr.addr, i_wdata=wr.data, i_we=wr.en)
+        return rd, wr
 
     def lane_words(self, buf):
         """``buf`` (bytes from address 0) as per-lane lists of word values (the storage image)."""
@@ -623,9 +676,12 @@ class MemoryModel(wiring.Component):
                 m.d.comb += wline[i].eq(sel_line[i])
         rdata = []
         for j in range(L):
-            m.submodules[f"lane{j}"] = mem = Memory(self.lane_data[j])
-            wr = mem.write_port()
-            rd = mem.read_port(domain="sync" if lat >= 1 else "comb")
+            if self.storage == "verilog":
+                rd, wr = self._verilog_lane(m, j, lat)
+            else:
+                m.submodules[f"lane{j}"] = mem = Memory(self.lane_data[j])
+                wr = mem.write_port()
+                rd = mem.read_port(domain="sync" if lat >= 1 else "comb")
             with m.If(debug_access):
                 m.d.comb += [rd.addr.eq(dbg_row), wr.addr.eq(dbg_row),
                              wr.data.eq(self.debug.wdata),

@@ -31,6 +31,10 @@ class System(wiring.Component):
     Parameters
     ----------
     hw : stepforge.compiler.lower.HardwareGraph
+    storage : {"amaranth", "verilog"}
+        The memory's storage (:class:`~stepforge.hdl.memory.MemoryModel`): ``"verilog"`` for
+        Verilator builds (append :data:`~stepforge.hdl.memory.LANE_RAM_VERILOG` to the Verilog),
+        ``"amaranth"`` for Amaranth's simulator.
 
     Members
     -------
@@ -47,8 +51,9 @@ class System(wiring.Component):
     running, done, error, deadlock : ``Out(1)``
     """
 
-    def __init__(self, hw):
+    def __init__(self, hw, *, storage="amaranth"):
         self.hw = hw
+        self.storage = storage
         g = hw.geometry
         super().__init__({
             "start": In(1),
@@ -85,7 +90,8 @@ class System(wiring.Component):
         m.submodules.memory = mem = MemoryModel(hw.config, hw.memory_bytes,
                                                 read_ports=len(reads) or (0 if writes else 1),
                                                 write_ports=len(writes),
-                                                word_bytes=hw.geometry.word_bytes)
+                                                word_bytes=hw.geometry.word_bytes,
+                                                storage=self.storage)
         wiring.connect(m, wiring.flipped(self.debug), mem.debug)
         self._memory = mem
 

@@ -69,9 +69,10 @@ class RTLResult:
 
 def compile_program(program, config=None, *, depths=None):
     """Lower ``program`` and return ``(hw, system, verilog text)``."""
+    from ..hdl.memory import LANE_RAM_VERILOG
     hw = lower(program, config, depths=depths)
-    system = System(hw)
-    text = verilator.convert(system, "top")
+    system = System(hw, storage="verilog")
+    text = verilator.convert(system, "top") + LANE_RAM_VERILOG
     return hw, system, text
 
 
