@@ -105,6 +105,7 @@ class LoweringContext:
         self.tensor_base = tensor_base
         self.stream_base = stream_base
         self.parts = {}     # node -> Part, filled by builders of shared units
+        self.pitch = {}     # tensor name -> words per tensor row in memory
 
     def row_bound(self, elem_type):
         """``{rows expression: bound}`` for every dynamic tile inside ``elem_type`` (or None)."""
@@ -131,7 +132,7 @@ class LoweringContext:
     def placement(self, tensor, tile):
         from ..hdl.memory import TensorPlacement
         return TensorPlacement(self.geometry, tensor.dtype, tensor.shape, tuple(tile),
-                               base=self.tensor_base[tensor.name])
+                               base=self.tensor_base[tensor.name], pitch=self.pitch[tensor.name])
 
 
 @dataclass
@@ -146,7 +147,8 @@ class HardwareGraph:
     units : list of UnitInstance
     edges : list of EdgeInstance
     tensors : dict of str to dict
-        ``{name: {"base", "bytes", "shape", "dtype", "role"}}`` (word addresses).
+        ``{name: {"base", "bytes", "shape", "dtype", "role", "pitch_words", "row_words"}}``
+        (word addresses; row ``r`` of a tensor starts at ``base + r * pitch_words``).
     streams_in, streams_out : dict of str to dict
         Host streams: ``{name: {"base", "words_per_beat", "max_beats", "rank", "elem"}}``.
     memory_bytes : int
@@ -324,11 +326,30 @@ def lower(program, config=None, *, depths=None, memory_slack_bytes=0):
         cursor += -(-words // lanes) * lanes
         return base
 
+    # Each tensor's row pitch: padded so that the rows of one tile fall in distinct lanes (one
+    # line per tile instead of one per row) when a tile is narrower than the tensor.
+    pitch = {}
+    for node in program.nodes:
+        tensor, tile = getattr(node, "tensor", None), getattr(node, "tile", None)
+        if tensor is None or tensor.name in pitch:
+            continue
+        if tile is None:
+            t = node.inputs[-1].dtype
+            tile = (t.rows, t.cols)
+        natural = tensor.shape[1] * tensor.dtype.nbytes // word
+        row_words = tile[1] * tensor.dtype.nbytes // word
+        if tile[1] == tensor.shape[1] or tile[0] * row_words > lanes:
+            pitch[tensor.name] = natural
+        else:
+            pitch[tensor.name] = natural + (row_words - natural) % lanes
     tensor_base, tensors = {}, {}
     for t in program.tensors.values():
-        tensor_base[t.name] = take(t.nbytes)
+        natural = t.shape[1] * t.dtype.nbytes // word
+        p_words = pitch.get(t.name, natural)
+        tensor_base[t.name] = take(t.shape[0] * p_words * word)
         tensors[t.name] = {"base": tensor_base[t.name], "bytes": t.nbytes, "shape": list(t.shape),
-                           "dtype": t.dtype.name, "role": t.role}
+                           "dtype": t.dtype.name, "role": t.role, "pitch_words": p_words,
+                           "row_words": natural}
     streams_in, streams_out, stream_base = {}, {}, {}
     for node in program.nodes:
         if isinstance(node, (Input, Output)):
@@ -347,6 +368,7 @@ def lower(program, config=None, *, depths=None, memory_slack_bytes=0):
     memory_bytes = max(cursor * word + memory_slack_bytes, word * lanes)
     geometry = MemoryGeometry.from_config(config, memory_bytes, word_bytes=word)
     lc = LoweringContext(program, config, geometry, tensor_base, stream_base)
+    lc.pitch = {name: info["pitch_words"] for name, info in tensors.items()}
 
     units = []
     for node in program.nodes:

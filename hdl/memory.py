@@ -780,6 +780,10 @@ class TensorPlacement:
         Tile rows and columns; they divide ``shape``.
     base : int, default 0
         Word address of element ``(0, 0)``.
+    pitch : int, optional
+        Words from one tensor row to the next (default: the row's own words). A padded pitch
+        with ``pitch % lanes == tile row words`` puts the rows of a tile in distinct memory lanes,
+        so a tile moves in one line instead of one line per row (the lowering chooses it).
 
     Raises
     ------
@@ -788,7 +792,7 @@ class TensorPlacement:
         tensor does not fit the memory.
     """
 
-    def __init__(self, geometry, dtype, shape, tile, base=0):
+    def __init__(self, geometry, dtype, shape, tile, base=0, pitch=None):
         if not isinstance(geometry, MemoryGeometry):
             raise TypeError(f"expected a MemoryGeometry, not {geometry!r}")
         self.geometry, self.dtype = geometry, dtype
@@ -803,9 +807,16 @@ class TensorPlacement:
         nb = dtype.nbytes
         #: Words of one tile row and of one tensor row.
         self.row_words = geometry.words(tc * nb, f"a tile row ({tc} x {dtype!r})")
-        self.tensor_row_words = cols * nb // geometry.word_bytes
+        natural = cols * nb // geometry.word_bytes
+        if pitch is not None and (isinstance(pitch, bool) or not isinstance(pitch, int)
+                                  or pitch < natural):
+            raise ValueError(f"the pitch of a tensor row must be an int >= its {natural} words, "
+                             f"not {pitch!r}")
+        #: Words from one tensor row to the next in memory (the row's words, plus padding).
+        self.pitch = natural if pitch is None else pitch
+        self.tensor_row_words = self.pitch
         self.grid = (rows // tr, cols // tc)
-        self.contiguous = tc == cols
+        self.contiguous = tc == cols and self.pitch == natural
         self.tile_words = tr * self.row_words
         #: The burst of one tile: segment length, segments, stride (words).
         if self.contiguous:
@@ -819,7 +830,7 @@ class TensorPlacement:
         #: Address step between horizontally / vertically adjacent tiles.
         self.col_step = self.row_words
         self.row_step = tr * self.tensor_row_words
-        self.words = rows * self.tensor_row_words
+        self.words = rows * self.pitch
         if self.base + self.words > geometry.size_words:
             raise ValueError(f"tensor {self.shape} of {dtype!r} ({self.words} words at {self.base}) "
                              f"does not fit the memory's {geometry.size_words} words")
@@ -864,8 +875,10 @@ class TensorPlacement:
 
     def __repr__(self):
         base = f", base={self.base}" if self.base else ""
+        natural = self.shape[1] * self.dtype.nbytes // self.geometry.word_bytes
+        pitch = f", pitch={self.pitch}" if self.pitch != natural else ""
         return (f"TensorPlacement({self.geometry!r}, {self.dtype!r}, {self.shape}, {self.tile}"
-                f"{base})")
+                f"{base}{pitch})")
 
 
 # -- host-side helpers -----------------------------------------------------------------------

@@ -86,6 +86,14 @@ def _bytes(words, word_bytes):
     return b"".join(int(w).to_bytes(word_bytes, "little") for w in words)
 
 
+def tensor_rows(info, words):
+    """``[[address, words], ...]``: a tensor's rows at its pitch (``words`` row-major, unpadded)."""
+    n, pitch = info["row_words"], info["pitch_words"]
+    if n == pitch:
+        return [[info["base"], words]]
+    return [[info["base"] + r * pitch, words[r * n:(r + 1) * n]] for r in range(len(words) // n)]
+
+
 def _pack_stream(layout, tokens, wpb, word_bits):
     words = []
     for beat in to_beats(tokens):
@@ -127,9 +135,10 @@ def run_rtl(program, tensors=None, inputs=None, *, config=None, depths=None, sta
     for name, info in hw.tensors.items():
         t = program.tensors[name]
         if t.role in ("input", "inout"):
-            preload.append([info["base"], _words(array_to_bytes(tensors[name], t.dtype), g.word_bytes)])
+            words = _words(array_to_bytes(tensors[name], t.dtype), g.word_bytes)
+            preload += tensor_rows(info, words)
         if t.role in ("output", "inout"):
-            readback[f"tensor:{name}"] = [info["base"], -(-info["bytes"] // g.word_bytes)]
+            readback[f"tensor:{name}"] = [info["base"], t.shape[0] * info["pitch_words"]]
     for node in program.nodes:
         if isinstance(node, Input):
             s = node.outputs[0]
@@ -164,7 +173,11 @@ def run_rtl(program, tensors=None, inputs=None, *, config=None, depths=None, sta
         kind, name = key.split(":", 1)
         if kind == "tensor":
             t = program.tensors[name]
-            out_tensors[name] = array_from_bytes(_bytes(words, g.word_bytes), t.shape, t.dtype)
+            info = hw.tensors[name]
+            rows = [words[r * info["pitch_words"]:r * info["pitch_words"] + info["row_words"]]
+                    for r in range(t.shape[0])]
+            out_tensors[name] = array_from_bytes(_bytes([w for row in rows for w in row], g.word_bytes),
+                                                 t.shape, t.dtype)
         else:
             node = program.node(name)
             s = node.inputs[0]

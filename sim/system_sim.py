@@ -15,7 +15,7 @@ from ..compiler.lower import lower
 from ..hdl.beat import unpack_beat
 from ..hdl.memory import array_from_bytes, array_to_bytes, backdoor_read, backdoor_write
 from ..hdl.system import System
-from .rtl import _pack_stream, _unpack_stream
+from .rtl import _pack_stream, _unpack_stream, tensor_rows
 from .tokens import from_beats, from_nested, is_stop
 
 __all__ = ["SystemRun", "simulate_system", "first_divergence"]
@@ -51,8 +51,11 @@ def simulate_system(program, tensors=None, inputs=None, *, config=None, depths=N
             t = program.tensors[name]
             if t.role in ("input", "inout"):
                 buf = array_to_bytes(tensors[name], t.dtype)
-                buf += bytes(-len(buf) % g.word_bytes)
-                backdoor_write(ctx, mem, info["base"], buf)
+                words = [int.from_bytes(buf[k:k + g.word_bytes], "little")
+                         for k in range(0, len(buf), g.word_bytes)]
+                for addr, row in tensor_rows(info, words):
+                    backdoor_write(ctx, mem, addr, b"".join(w.to_bytes(g.word_bytes, "little")
+                                                            for w in row))
         for node in program.nodes:
             if isinstance(node, Input):
                 s = node.outputs[0]
@@ -82,7 +85,9 @@ def simulate_system(program, tensors=None, inputs=None, *, config=None, depths=N
         for name, info in hw.tensors.items():
             t = program.tensors[name]
             if t.role in ("output", "inout"):
-                buf = backdoor_read(ctx, mem, info["base"], -(-info["bytes"] // g.word_bytes))
+                n, pitch = info["row_words"], info["pitch_words"]
+                buf = b"".join(backdoor_read(ctx, mem, info["base"] + r * pitch, n)
+                               for r in range(t.shape[0]))
                 out[name] = array_from_bytes(buf, t.shape, t.dtype)
         result["tensors"] = out
         streams = {}
