@@ -250,12 +250,21 @@ def _fifo_depths(program, base, pinned):
                     # it keeps one element until the next arrives: one more upstream hold
                     total = hold + max(last, 1)
                 f = filtered or isinstance(node, selective)
-                if out.get(node, (-1, False)) >= (total, f):
+                if out.get(node, (-1, False, -1))[:2] >= (total, f):
                     continue
-                out[node] = (total, f)
+                out[node] = (total, f, hold)        # hold after the node, flag, hold before it
                 for o in node.outputs:
                     stack.append((o, total, new_last, f))
-        return {n: h for n, (h, _) in out.items()}
+        return {n: (after, before) for n, (after, _, before) in out.items()}
+
+    def downstream(node):
+        seen, stack = set(), list(node.outputs)
+        while stack:
+            for n, _ in cons[stack.pop()]:
+                if n not in seen:
+                    seen.add(n)
+                    stack.extend(n.outputs)
+        return seen
 
     for node in program.nodes:
         if len(node.outputs) < 2:
@@ -266,8 +275,10 @@ def _fifo_depths(program, base, pinned):
             for j, other in enumerate(reaches):
                 if i == j:
                     continue
-                for meet in set(reaches[i]) & set(other):
-                    extra = max(extra, other[meet])
+                meets = set(reaches[i]) & set(other)
+                later = set().union(*(downstream(m) for m in meets)) if meets else set()
+                for meet in meets - later:      # the first places the branches meet again
+                    extra = max(extra, other[meet][1])
             depths[o] = base + extra
     for s, d in (pinned or {}).items():
         depths[s] = d
