@@ -166,6 +166,9 @@ def run_hardware(pf, *, params=None, seed=0, config=None, stall=False, watchdog=
     out(f"cycles {cycles}; roofline bound {bound['bound']} (compute {bound['compute']}, off-chip "
         f"{bound['offchip']}, on-chip {bound['onchip']}); efficiency "
         f"{bound['bound'] / cycles if cycles else 0:.2f}")
+    if res.timings.get("run"):
+        out(f"Verilator: {cycles / res.timings['run']:,.0f} cycles/s over the run "
+            f"({res.timings['run']:.2f} s, preload and read-back excluded)")
     unit_rows = []
     for u in res.hw.units:
         if u.shared:
