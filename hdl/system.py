@@ -126,7 +126,9 @@ class System(wiring.Component):
         moves = []
         fifos = []
         for e in hw.edges:
-            fifo = StreamFIFO(e.layout, e.depth)
+            # deep FIFOs (sized for reconvergent forks) go to block RAM; SyncFIFOBuffered keeps one
+            # beat per cycle from depth 3 on
+            fifo = StreamFIFO(e.layout, e.depth, buffered=e.depth >= 8)
             m.submodules[f"f{e.eid}_{e.name.replace('.', '_')}"] = ResetInserter(hold)(fifo)
             fifos.append(fifo)
             self._fifo_ports[e.eid] = (fifo.i, fifo.o)
