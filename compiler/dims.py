@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import sympy
 
 __all__ = ["Dim", "SymbolInfo", "SymbolTable", "nonzero", "norm_dim", "dim_eq", "fmt_shape",
-           "is_static"]
+           "is_static", "product"]
 
 Dim = int | sympy.Expr
 
@@ -60,6 +60,14 @@ def dim_eq(a, b):
     if isinstance(a, int) and isinstance(b, int):
         return a == b
     return sympy.simplify(sympy.sympify(a) - sympy.sympify(b)) == 0
+
+
+def product(dims):
+    """The product of dimensions (an ``int`` when every one is)."""
+    p = sympy.Integer(1)
+    for d in dims:
+        p = p * d
+    return norm_dim(p)
 
 
 def fmt_shape(shape):

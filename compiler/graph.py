@@ -177,6 +177,16 @@ class Node:
     def _err(self, cls, port, message):
         return cls(f"{self.name}: port '{port}' {message}", op=self.name, port=port)
 
+    def _int_param(self, port, name, value, lo, hi=None, shape=None):
+        """``value`` if it is an int in ``lo..hi``, else a StepShapeError naming it and the shape."""
+        if (not isinstance(value, int) or isinstance(value, bool) or value < lo
+                or (hi is not None and value > hi)):
+            rng = f"{lo}..{hi}" if hi is not None else f">= {lo}"
+            shape = self.inputs[0].shape if shape is None else shape
+            raise self._err(StepShapeError, port, f"needs {name} in {rng}, got {value!r} "
+                            f"(input shape {fmt_shape(shape)})")
+        return value
+
     # -- symbolic metrics (spec section 5); operators override what applies to them ----------
 
     def offchip_read_bytes(self):

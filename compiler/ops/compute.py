@@ -9,26 +9,12 @@ open are listed in ``docs/compute.md``.
 import sympy
 
 from .. import functions as F
-from ..dims import dim_eq, fmt_shape, norm_dim
+from ..dims import dim_eq, fmt_shape, norm_dim, product
 from ..errors import StepError, StepShapeError, StepTypeError
 from ..graph import Node
 from ..types import Tile, Tuple
 
 __all__ = ["Map", "Accum", "Scan", "FlatMap", "RetileStreamify", "Filter", "AddrGen"]
-
-
-def _product(dims):
-    p = sympy.Integer(1)
-    for d in dims:
-        p = p * d
-    return norm_dim(p)
-
-
-def _int_param(node, name, value, lo, hi):
-    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
-        raise node._err(StepShapeError, "in0", f"needs {name} in {lo}..{hi}, got {value!r} "
-                        f"(input shape {fmt_shape(node.inputs[0].shape)})")
-    return value
 
 
 def _lockstep_shapes(node):
@@ -136,7 +122,7 @@ class _Fold(Node):
         x = self.inputs[0]
         _lockstep_shapes(self)
         self.fn = _fn(self, fn)
-        self.b = _int_param(self, "b", b, 1, b_max)
+        self.b = self._int_param("in0", "b", b, 1, b_max)
         n = len(x.shape)
         count_dims = x.shape[n - self.b:]
         elems = [s.dtype for s in self.inputs]
@@ -150,7 +136,7 @@ class _Fold(Node):
         self.unpack = unpack or len(self.inputs) > 1
         res = _infer(self, self.fn, self.arg_types, ["in0"] + ports)
         if self.fn.accum is not None:
-            grown = self.fn.accum_type(acc, x.dtype, _product(count_dims))
+            grown = self.fn.accum_type(acc, x.dtype, product(count_dims))
             acc = self._grown(grown, hint)
         elif not res == acc:
             raise self._err(StepTypeError, "in0", f"fn {self.fn!r} returns {res!r} "
@@ -298,10 +284,10 @@ class FlatMap(Node):
         sym = self.program.symbols
         d0 = x.shape[-1]
         if per is None:
-            bound = sym.bound(_product([d0, fn.max_per_elem(elem)]))
+            bound = sym.bound(product([d0, fn.max_per_elem(elem)]))
             outer = sym.fresh("FM", ragged=True, bound=bound, origin=self.name)
         else:
-            outer = sym.absorb(_product([d0, per]), hint="FM", origin=self.name)
+            outer = sym.absorb(product([d0, per]), hint="FM", origin=self.name)
         bounds = list(fn.max_inner(elem)) if any(d is None for d in inner) else []
         inner = tuple(sym.fresh("FM", ragged=True, bound=sym.bound(bounds[k]), origin=self.name)
                       if d is None else d for k, d in enumerate(inner))

@@ -20,27 +20,12 @@ The decisions taken where the spec is silent are listed in ``docs/routing.md``.
 
 import sympy
 
-from ..dims import dim_eq, fmt_shape
+from ..dims import dim_eq, fmt_shape, product
 from ..errors import StepShapeError, StepTypeError
 from ..graph import Node, Stream
 from ..types import Select
 
 __all__ = ["Partition", "Reassemble", "EagerMerge", "Broadcast", "Parallelize"]
-
-
-def _int_param(node, port, name, value, lo, hi, shape):
-    if not isinstance(value, int) or isinstance(value, bool) or value < lo or (hi is not None and value > hi):
-        rng = f"{lo}..{hi}" if hi is not None else f">= {lo}"
-        raise node._err(StepShapeError, port, f"needs {name} in {rng}, got {value!r} "
-                        f"(input shape {fmt_shape(shape)})")
-    return value
-
-
-def _product(dims):
-    p = sympy.Integer(1)
-    for d in dims:
-        p = p * d
-    return p
 
 
 def _bound_of_product(symbols, dims):
@@ -135,8 +120,8 @@ class Partition(_Fanout, Node):
         super().__init__(Node._program_of(stream, select), [stream, select], name=name,
                          input_names=["in0", "select"])
         x, sel = self.inputs
-        self.n = _int_param(self, "in0", "n", n, 1, None, x.shape)
-        self.b = _int_param(self, "in0", "b", b, 0, x.rank, x.shape)
+        self.n = self._int_param("in0", "n", n, 1, None, x.shape)
+        self.b = self._int_param("in0", "b", b, 0, x.rank, x.shape)
         if not isinstance(drop, bool):
             raise self._err(StepTypeError, "in0", f"needs drop to be a bool, got {drop!r}")
         self.drop = drop
@@ -208,9 +193,9 @@ class Reassemble(Node):
             raise self._err(StepShapeError, "in0", f"needs at least one input stream, got none "
                             f"(select {fmt_shape(sel.shape)})")
         self.n = n
-        self.b = _int_param(self, "in0", "b", b, 0, None, ins[0].shape)
+        self.b = self._int_param("in0", "b", b, 0, None, ins[0].shape)
         if count is not None:
-            _int_param(self, "select", "count", count, 1, n, sel.shape)
+            self._int_param("select", "count", count, 1, n, sel.shape)
         self.count = count
         self.params = {"b": b}
         if count is not None:
@@ -261,7 +246,7 @@ class EagerMerge(Node):
         if n == 0:
             raise self._err(StepShapeError, "in0", "needs at least one input stream, got none")
         self.n = n
-        self.b = _int_param(self, "in0", "b", b, 0, None, ins[0].shape)
+        self.b = self._int_param("in0", "b", b, 0, None, ins[0].shape)
         self.params = {"b": b}
         _check_same_inner(self, ins, b)
         total = sum((sympy.sympify(s.shape[0]) for s in ins), sympy.Integer(0))
@@ -283,7 +268,7 @@ class Broadcast(_Fanout, Node):
     def __init__(self, stream, n, *, name=None):
         super().__init__(Node._program_of(stream), [stream], name=name)
         x = self.inputs[0]
-        self.n = _int_param(self, "in0", "n", n, 1, None, x.shape)
+        self.n = self._int_param("in0", "n", n, 1, None, x.shape)
         self.params = {"n": n}
         for _ in range(n):
             self._output(x.shape, x.dtype)
@@ -319,15 +304,14 @@ class Parallelize(_Fanout, Node):
     def __init__(self, stream, n, b, *, name=None):
         super().__init__(Node._program_of(stream), [stream], name=name)
         x = self.inputs[0]
-        self.n = _int_param(self, "in0", "n", n, 1, None, x.shape)
-        self.b = _int_param(self, "in0", "b", b, 0, x.rank, x.shape)
+        self.n = self._int_param("in0", "n", n, 1, None, x.shape)
+        self.b = self._int_param("in0", "b", b, 0, x.rank, x.shape)
         self.params = {"n": n, "b": b}
         above = x.shape[:len(x.shape) - b]
         inner = x.shape[len(x.shape) - b:]
-        total = _product(above)
+        total = product(above)
         symbols = self.program.symbols
-        if total.is_Integer:
-            total = int(total)
+        if isinstance(total, int):
             if total % n:
                 raise self._err(StepShapeError, "in0", f"deals {total} chunks (dimensions "
                                 f"{fmt_shape(above)} above b={b} of {fmt_shape(x.shape)}) over "

@@ -2,27 +2,12 @@
 
 import sympy
 
-from ..dims import dim_eq, fmt_shape, nonzero
+from ..dims import dim_eq, fmt_shape, nonzero, product
 from ..errors import StepShapeError, StepTypeError
 from ..graph import Node
 from ..types import Bool, Tuple
 
 __all__ = ["Flatten", "Reshape", "Promote", "Expand", "RepeatStatic", "Zip"]
-
-
-def _int_param(node, port, name, value, lo, hi=None):
-    if not isinstance(value, int) or isinstance(value, bool) or value < lo or (hi is not None and value > hi):
-        rng = f"{lo}..{hi}" if hi is not None else f">= {lo}"
-        raise node._err(StepShapeError, port, f"needs {name} in {rng}, got {value!r} "
-                        f"(input shape {fmt_shape(node.inputs[0].shape)})")
-    return value
-
-
-def _product(dims):
-    p = sympy.Integer(1)
-    for d in dims:
-        p = p * d
-    return p
 
 
 class Flatten(Node):
@@ -35,13 +20,13 @@ class Flatten(Node):
     def __init__(self, stream, lo, hi, *, name=None):
         super().__init__(Node._program_of(stream), [stream], name=name)
         x = self.inputs[0]
-        _int_param(self, "in0", "lo", lo, 0, x.rank)
-        _int_param(self, "in0", "hi", hi, lo + 1, x.rank)
+        self._int_param("in0", "lo", lo, 0, x.rank)
+        self._int_param("in0", "hi", hi, lo + 1, x.rank)
         self.lo, self.hi = lo, hi
         self.params = {"lo": lo, "hi": hi}
         n = len(x.shape)
         merged = [x.shape[n - 1 - k] for k in range(lo, hi + 1)]
-        size = self.program.symbols.absorb(_product(merged), hint="F", origin=self.name)
+        size = self.program.symbols.absorb(product(merged), hint="F", origin=self.name)
         shape = x.shape[:n - 1 - hi] + (size,) + x.shape[n - lo:]
         self._output(shape, x.dtype)
         self._register()
@@ -59,8 +44,8 @@ class Reshape(Node):
     def __init__(self, stream, chunk, b=0, *, pad=None, flags=False, name=None):
         super().__init__(Node._program_of(stream), [stream], name=name)
         x = self.inputs[0]
-        _int_param(self, "in0", "chunk", chunk, 1)
-        _int_param(self, "in0", "b", b, 0, x.rank)
+        self._int_param("in0", "chunk", chunk, 1)
+        self._int_param("in0", "b", b, 0, x.rank)
         self.chunk, self.b, self.pad, self.flags = chunk, b, pad, flags
         self.params = {"chunk": chunk, "b": b}
         if pad is not None:
@@ -108,7 +93,7 @@ class Promote(Node):
         x = self.inputs[0]
         if b is None:
             b = x.rank + 1
-        _int_param(self, "in0", "b", b, 0, x.rank + 1)
+        self._int_param("in0", "b", b, 0, x.rank + 1)
         self.b = b
         self.params = {"b": b}
         n = len(x.shape)
@@ -137,7 +122,7 @@ class Expand(Node):
         super().__init__(Node._program_of(stream, ref), [stream, ref], name=name,
                          input_names=["in0", "ref"])
         x, r = self.inputs
-        _int_param(self, "in0", "b", b, 1, x.rank)
+        self._int_param("in0", "b", b, 1, x.rank)
         self.b = b
         self.params = {"b": b}
         if x.rank != r.rank:
@@ -163,7 +148,7 @@ class RepeatStatic(Node):
     def __init__(self, stream, n, *, name=None):
         super().__init__(Node._program_of(stream), [stream], name=name)
         x = self.inputs[0]
-        _int_param(self, "in0", "n", n, 1)
+        self._int_param("in0", "n", n, 1)
         self.n = n
         self.params = {"n": n}
         self._output(x.shape + (n,), x.dtype)
