@@ -122,8 +122,8 @@ def test_sizing_rule_avoids_the_deadlock():
 
 def test_too_shallow_fifo_deadlocks_with_a_report():
     p, x = deadlock_program()
-    from stepforge.compiler.lower import lower
-    lower(p)                                  # add the broadcast, then pin its branch shallow
+    from stepforge.compiler.passes import insert_broadcasts
+    insert_broadcasts(p)                      # add the broadcast, then pin its branch shallow
     bc = next(n for n in p.nodes if n.op == "Broadcast")
     zip_side = [s for s in bc.outputs if any(n.op == "Map" for n, _ in p.consumers()[s])][0]
     X = np.arange(128, dtype=np.int16).reshape(4, 32)
