@@ -90,7 +90,9 @@ def _tokens_equal(a, b):
 def roofline(hw, ref_result):
     """Lower bounds on the cycles of a run: ``{"compute", "offchip", "onchip"}`` and their max.
 
-    * off-chip: bytes moved / the memory's peak bytes per cycle;
+    * off-chip: bytes moved / the memory's peak bytes per cycle, or the memory lines the tiles
+      take if that is more (the memory grants one line per cycle among all clients, and a narrow
+      tile fills only part of a line);
     * compute: the busiest compute unit's beats x its initiation interval;
     * on-chip: the busiest stream: one beat per cycle per port (PMU replays, routers, shapes).
     """
@@ -99,6 +101,15 @@ def roofline(hw, ref_result):
     moved = sum(ref_result.offchip_read.values()) + sum(ref_result.offchip_written.values())
     offchip = -(-moved // g.line_bytes)
     beats = {s: len(to_beats(toks)) for s, toks in ref_result.edges.items()}
+    lines = 0
+    for u in hw.units:
+        placement = getattr(u.component, "placement", None)
+        if placement is None:
+            continue
+        data = u.node.outputs[0] if u.node.outputs and u.node.op.endswith("Load") else u.node.inputs[-1]
+        tiles = sum(1 for t in ref_result.edges.get(data, []) if type(t).__name__ != "Stop")
+        lines += tiles * len(placement.tile_lines)
+    offchip = max(offchip, lines)
     compute = onchip = 0
     for u in hw.units:
         ins = [beats.get(s, 0) for s in u.node.inputs]
