@@ -1,7 +1,7 @@
 """The PCU: Map, Accum and Scan of a tile function as a time-multiplexed integer datapath."""
 
 import sympy
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -45,20 +45,6 @@ def _check_static(t, what):
         raise ValueError(f"PCU: {what} {t!r} needs a static, non-empty shape (hierarchical "
                          f"tiling makes tiles static; only a retile_row/retile_col accumulator "
                          f"grows a dynamic one)")
-
-
-def _all(bits):
-    v = bits[0]
-    for x in bits[1:]:
-        v = v & x
-    return v
-
-
-def _any(bits):
-    v = bits[0]
-    for x in bits[1:]:
-        v = v | x
-    return v
 
 
 class PCU(wiring.Component):
@@ -393,8 +379,8 @@ class PCU(wiring.Component):
             q = p.payload
             differ = differ | (q.has_data != hd) | (q.stop != s) | (q.last != last)
         m.d.comb += [
-            all_valid.eq(_all([p.valid for p in ports])),
-            any_valid.eq(_any([p.valid for p in ports])),
+            all_valid.eq(Cat(*[p.valid for p in ports]).all()),
+            any_valid.eq(Cat(*[p.valid for p in ports]).any()),
             mismatch.eq(all_valid & differ),
         ]
         raise_error(m, self.status, ErrorCode.STOP_MISMATCH, mismatch)

@@ -32,7 +32,7 @@ from the same three parts; only the middle one differs:
    beats are canonical (``Done`` fused, stops fused into the preceding element's beat).
 """
 
-from amaranth.hdl import Const, Module, Mux, Signal, unsigned
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -41,20 +41,6 @@ from .beat import beat_signature, element_layout, stop_width
 from .unit import ErrorCode, StatusSignature, raise_error
 
 __all__ = ["LockStep", "PieceGenerator", "FlatMapOutput", "RetileStreamifyUnit", "check_rank"]
-
-
-def _all(bits):
-    v = bits[0]
-    for x in bits[1:]:
-        v = v & x
-    return v
-
-
-def _any(bits):
-    v = bits[0]
-    for x in bits[1:]:
-        v = v | x
-    return v
 
 
 def check_rank(unit, rank):
@@ -110,8 +96,8 @@ class LockStep:
         self.last = Signal(name="vb_last")
         self.take = Signal(name="vb_take")
         m.d.comb += [
-            self.all_valid.eq(_all([p.valid for p in ps])),
-            self.any_valid.eq(_any([p.valid for p in ps])),
+            self.all_valid.eq(Cat(*[p.valid for p in ps]).all()),
+            self.any_valid.eq(Cat(*[p.valid for p in ps]).any()),
         ]
         if len(ps) == 1:
             m.d.comb += [
@@ -140,20 +126,20 @@ class LockStep:
         take_e = Signal(name="vb_take_elem")
         take_s = Signal(name="vb_take_stop")
         take_d = Signal(name="vb_take_done")
-        same_level = _all([p.payload.stop == first.stop for p in ps[1:]])
+        same_level = Cat(*[p.payload.stop == first.stop for p in ps[1:]]).all()
         mismatch = Signal(name="vb_mismatch")
         m.d.comb += [
-            take_e.eq(_all(e)),
-            take_s.eq(_all(s) & same_level),
-            take_d.eq((take_s | ~_any(s)) & _all(d)),
+            take_e.eq(Cat(*e).all()),
+            take_s.eq(Cat(*s).all() & same_level),
+            take_d.eq((take_s | ~Cat(*s).any()) & Cat(*d).all()),
             # After the element (taken, or absent on every port) a port's next token is its stop,
             # else its Done, else its next beat. An element against a non-element, two stop
             # levels, or a stop against Done is a disagreement; a port whose beat is used up
             # while another still shows a token simply waits for its next beat.
             mismatch.eq(self.all_valid & (
-                (_any(e) & ~take_e)
-                | (_all(s) & ~same_level)
-                | (_any(s) & _any([~s_k & d_k for s_k, d_k in zip(s, d)])))),
+                (Cat(*e).any() & ~take_e)
+                | (Cat(*s).all() & ~same_level)
+                | (Cat(*s).any() & Cat(*[~s_k & d_k for s_k, d_k in zip(s, d)]).any()))),
             self.valid.eq(self.all_valid & ~mismatch),
             self.elem.eq(take_e),
             self.stop.eq(Mux(take_s, first.stop, 0)),
@@ -260,7 +246,7 @@ class FlatMapOutput:
             raise_error(m, status, code, vb.valid & fault)
             faulty.append(fault)
         ok = Signal(name="vb_ok")
-        m.d.comb += ok.eq(vb.valid & ~_any(faulty) & ~status.error)
+        m.d.comb += ok.eq(vb.valid & ~Cat(*faulty).any() & ~status.error)
 
         piece = Signal(name="piece")   # the virtual beat yields a piece now
         event = Signal(name="event")   # it yields none, but carries a stop or Done

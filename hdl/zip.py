@@ -1,6 +1,6 @@
 """Zip as hardware: pair lock-step streams into a stream of tuples."""
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -90,17 +90,6 @@ class ZipUnit(wiring.Component):
             s.append(s_k)
             dn.append(p.payload.last)
 
-        def all_(bits):
-            v = bits[0]
-            for x in bits[1:]:
-                v = v & x
-            return v
-
-        def any_(bits):
-            v = bits[0]
-            for x in bits[1:]:
-                v = v | x
-            return v
 
         all_valid = Signal(name="all_valid")
         take_e = Signal(name="take_e")  # every input shows an element
@@ -108,19 +97,19 @@ class ZipUnit(wiring.Component):
         take_d = Signal(name="take_d")  # ... then every input shows Done
         mismatch = Signal(name="mismatch")
         s0 = ports[0].payload.stop
-        same_level = all_([p.payload.stop == s0 for p in ports[1:]])
+        same_level = Cat(*[p.payload.stop == s0 for p in ports[1:]]).all()
         # After the element stage, an input's next token is its stop, else its Done, else the
         # end of its beat (its next token lies in its next beat).
         nxt_d = [~s_k & d_k for s_k, d_k in zip(s, dn)]
         m.d.comb += [
-            all_valid.eq(all_([p.valid for p in ports])),
-            take_e.eq(all_(e)),
-            take_s.eq(all_(s)),
-            take_d.eq((take_s | ~any_(s)) & all_(dn)),
+            all_valid.eq(Cat(*[p.valid for p in ports]).all()),
+            take_e.eq(Cat(*e).all()),
+            take_s.eq(Cat(*s).all()),
+            take_d.eq((take_s | ~Cat(*s).any()) & Cat(*dn).all()),
             mismatch.eq(all_valid & (
-                (any_(e) & ~take_e)
+                (Cat(*e).any() & ~take_e)
                 | (take_s & ~same_level)
-                | (any_(s) & any_(nxt_d)))),
+                | (Cat(*s).any() & Cat(*nxt_d).any()))),
         ]
         raise_error(m, self.status, ErrorCode.STOP_MISMATCH, mismatch)
 
@@ -152,7 +141,7 @@ class ZipUnit(wiring.Component):
                     m.d.sync += pos[k].eq(1)
 
         m.d.comb += [
-            self.status.busy.eq(any_([p.valid for p in ports])),
+            self.status.busy.eq(Cat(*[p.valid for p in ports]).any()),
             self.status.stall_in.eq(~all_valid),
             self.status.stall_out.eq(o.valid & ~o.ready),
         ]
