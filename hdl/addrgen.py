@@ -6,7 +6,8 @@ from amaranth.lib.wiring import In, Out
 
 from ..compiler.types import Index, Select, Tile
 from .beat import INDEX_BITS, beat_signature, stop_width
-from .retile import FlatMapOutput, LockStep, PieceGenerator, check_rank
+from .lockstep import LockStep
+from .retile import FlatMapOutput, PieceGenerator, check_rank
 from .unit import ErrorCode, StatusSignature
 
 __all__ = ["AddrGenUnit"]

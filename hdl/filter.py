@@ -6,7 +6,8 @@ from amaranth.lib.wiring import In, Out
 
 from ..compiler.types import Bool
 from .beat import beat_signature, stop_width
-from .retile import FlatMapOutput, LockStep, PieceGenerator, check_rank
+from .lockstep import LockStep
+from .retile import FlatMapOutput, PieceGenerator, check_rank
 from .unit import StatusSignature
 
 __all__ = ["FilterUnit"]
@@ -16,7 +17,7 @@ class FilterUnit(wiring.Component):
     """Keep the elements whose ``Bool`` flag equals ``keep`` (semantics section 4, FlatMap; Filter).
 
     ``in0`` and ``flags`` are consumed in lock step on tokens (see
-    :class:`~stepforge.hdl.retile.LockStep`): a stop or ``Done`` may be framed differently on the
+    :class:`~stepforge.hdl.lockstep.LockStep`): a stop or ``Done`` may be framed differently on the
     two ports, but the token sequences must agree. A kept element is forwarded; a dropped one
     yields nothing, and its stop is raised onto the last element kept in its fibre, or becomes a
     stop-only beat when the fibre kept nothing (``b = 0`` FlatMap algebra, module doc of

@@ -1,12 +1,13 @@
 """Zip as hardware: pair lock-step streams into a stream of tuples."""
 
-from amaranth.hdl import Cat, Module, Signal
+from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..compiler.types import Tuple
 from .beat import beat_signature
-from .unit import ErrorCode, StatusSignature, raise_error
+from .lockstep import LockStep
+from .unit import StatusSignature
 
 __all__ = ["ZipUnit"]
 
@@ -71,78 +72,24 @@ class ZipUnit(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         o = self.out
-        ports = [getattr(self, f"in{k}") for k in range(len(self.elem_types))]
+        ports = [(f"in{k}", getattr(self, f"in{k}")) for k in range(len(self.elem_types))]
+        vb = LockStep(m, ports, self.status)       # raises STOP_MISMATCH on disagreement
 
-        # Per input: ``pos`` = tokens of the current beat already consumed (0: none, 1: its
-        # element, 2: its element and stop; only Done is left). ``e``, ``s``, ``dn``: the element,
-        # stop and Done of the current beat that are still to be consumed.
-        pos, e, s, dn = [], [], [], []
-        for k, p in enumerate(ports):
-            pos_k = Signal(range(3), name=f"pos{k}")
-            e_k = Signal(name=f"elem{k}")
-            s_k = Signal(name=f"stop{k}")
-            m.d.comb += [
-                e_k.eq(p.payload.has_data & (pos_k == 0)),
-                s_k.eq((p.payload.stop != 0) & (pos_k != 2)),
-            ]
-            pos.append(pos_k)
-            e.append(e_k)
-            s.append(s_k)
-            dn.append(p.payload.last)
-
-
-        all_valid = Signal(name="all_valid")
-        take_e = Signal(name="take_e")  # every input shows an element
-        take_s = Signal(name="take_s")  # ... then every input shows a stop
-        take_d = Signal(name="take_d")  # ... then every input shows Done
-        mismatch = Signal(name="mismatch")
-        s0 = ports[0].payload.stop
-        same_level = Cat(*[p.payload.stop == s0 for p in ports[1:]]).all()
-        # After the element stage, an input's next token is its stop, else its Done, else the
-        # end of its beat (its next token lies in its next beat).
-        nxt_d = [~s_k & d_k for s_k, d_k in zip(s, dn)]
-        m.d.comb += [
-            all_valid.eq(Cat(*[p.valid for p in ports]).all()),
-            take_e.eq(Cat(*e).all()),
-            take_s.eq(Cat(*s).all()),
-            take_d.eq((take_s | ~Cat(*s).any()) & Cat(*dn).all()),
-            mismatch.eq(all_valid & (
-                (Cat(*e).any() & ~take_e)
-                | (take_s & ~same_level)
-                | (Cat(*s).any() & Cat(*nxt_d).any()))),
-        ]
-        raise_error(m, self.status, ErrorCode.STOP_MISMATCH, mismatch)
-
-        empty = Signal(name="empty")  # nothing to send (cannot happen on legal input beats)
+        empty = Signal(name="empty")  # a virtual beat with no token (not on legal input beats)
         offer = Signal(name="offer")
-        go = Signal(name="go")
         m.d.comb += [
-            empty.eq(~take_e & ~take_s & ~take_d),
-            offer.eq(all_valid & ~mismatch & ~self.status.error),
+            empty.eq(~vb.elem & (vb.stop == 0) & ~vb.last),
+            offer.eq(vb.valid & ~self.status.error),
             o.valid.eq(offer & ~empty),
-            go.eq(offer & (empty | o.ready)),
-            o.payload.has_data.eq(take_e),
-            o.payload.last.eq(take_d),
-        ]
-        with m.If(take_s):
-            m.d.comb += o.payload.stop.eq(s0)
-        for k, p in enumerate(ports):
-            with m.If(take_e):
-                m.d.comb += o.payload.data[f"f{k}"].eq(p.payload.data)
-            # The beat is used up when none of its tokens is left after this output beat.
-            left = (e[k] & ~take_e) | (s[k] & ~take_s) | (dn[k] & ~take_d)
-            m.d.comb += p.ready.eq(go & ~left)
-            with m.If(go):
-                with m.If(~left):
-                    m.d.sync += pos[k].eq(0)
-                with m.Elif(take_s):
-                    m.d.sync += pos[k].eq(2)
-                with m.Elif(take_e):
-                    m.d.sync += pos[k].eq(1)
-
-        m.d.comb += [
-            self.status.busy.eq(Cat(*[p.valid for p in ports]).any()),
-            self.status.stall_in.eq(~all_valid),
+            vb.take.eq(offer & (empty | o.ready)),
+            o.payload.has_data.eq(vb.elem),
+            o.payload.stop.eq(vb.stop),
+            o.payload.last.eq(vb.last),
+            self.status.busy.eq(vb.any_valid),
+            self.status.stall_in.eq(~vb.all_valid),
             self.status.stall_out.eq(o.valid & ~o.ready),
         ]
+        with m.If(vb.elem):
+            for k, data in enumerate(vb.data):
+                m.d.comb += o.payload.data[f"f{k}"].eq(data)
         return m
