@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from .dims import fmt_shape
 from .graph import Program
 from .passes import insert_broadcasts, tie_off
+from .tiling import tile_for_hardware
 from .types import Tile
 
 __all__ = ["BUILDERS", "builds", "UnitInstance", "EdgeInstance", "HardwareGraph", "lower",
@@ -291,7 +292,10 @@ def lower(program, config=None, *, depths=None, memory_slack_bytes=0):
     Parameters
     ----------
     program : Program
-        Rewritten in place by the graph passes (broadcasts, tie-offs).
+        Rewritten in place by the graph passes (broadcasts, tie-offs). A program moving tiles
+        larger than ``config``'s hardware tile is first rewritten into a new one over hardware
+        tiles (:func:`~stepforge.compiler.tiling.tile_for_hardware`); the result's ``program``
+        is the one the hardware runs.
     config : HardwareConfig, optional
     depths : dict of Stream to int, optional
         FIFO depths that override the sizing rule (e.g. to provoke a deadlock in a test).
@@ -310,6 +314,7 @@ def lower(program, config=None, *, depths=None, memory_slack_bytes=0):
     if not isinstance(program, Program):
         raise TypeError(f"lower() needs a Program, not {type(program).__name__}")
     config = config or HardwareConfig.sim()
+    program = tile_for_hardware(program, config)
     insert_broadcasts(program)
     tie_off(program)
 

@@ -36,6 +36,12 @@ def compare(name, got, want):
     return (got == want), ("exact" if got == want else f"{got!r} != expected {want!r}")
 
 
+def _tile_shapes(program):
+    from .compiler.types import Tile
+    shapes = {(s.dtype.rows, s.dtype.cols) for s in program.streams if isinstance(s.dtype, Tile)}
+    return [f"{r}x{c}" for r, c in sorted(shapes, key=str)]
+
+
 def run_reference(pf, *, params=None, seed=0, out=print):
     """Run ``pf`` on the reference interpreter, check it against its NumPy reference, report."""
     from .sim.interpreter import run
@@ -148,11 +154,22 @@ def run_hardware(pf, *, params=None, seed=0, config=None, stall=False, watchdog=
     if res.status != "done":
         out(f"the run did not finish ({res.status})")
         return False
-    # the interpreter runs the lowered program (broadcasts and tie-offs added, same meaning), so
-    # its edges are the hardware's FIFOs
-    ref = run(program, tensors=tensors, inputs=inputs, keep_edges=True)
+    # the interpreter runs the lowered program (hierarchical tiling, broadcasts and tie-offs:
+    # same meaning), so its edges are the hardware's FIFOs
     ok = True
     rows = []
+    if res.hw.program is not program:
+        step = run(program, tensors=tensors, inputs=inputs)
+        out(f"hierarchical tiling: STeP tiles {', '.join(_tile_shapes(program))} run as "
+            f"{', '.join(_tile_shapes(res.hw.program))} hardware tiles")
+        for name, t in program.tensors.items():
+            if t.role in ("output", "inout"):
+                good, detail = compare(name, res.tensors[name], step.tensors[name])
+                ok &= bool(good)
+                rows.append([name, "ok" if good else "MISMATCH",
+                             f"hardware vs the STeP program (untiled): {detail}"])
+        program = res.hw.program
+    ref = run(program, tensors=tensors, inputs=inputs, keep_edges=True)
     for name, t in program.tensors.items():
         if t.role in ("output", "inout"):
             good, detail = compare(name, res.tensors[name], ref.tensors[name])
