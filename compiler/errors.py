@@ -5,7 +5,7 @@ shapes involved, run-time errors the beat index. The messages are part of the co
 assert on them.
 """
 
-__all__ = ["StepError", "StepShapeError", "StepTypeError", "StepRuntimeError"]
+__all__ = ["StepError", "StepShapeError", "StepTypeError", "StepRuntimeError", "LoweringError"]
 
 
 class StepError(Exception):
@@ -39,3 +39,7 @@ class StepRuntimeError(StepError, RuntimeError):
     def __init__(self, message, *, op=None, port=None, beat=None):
         self.beat = beat
         super().__init__(message, op=op, port=port)
+
+
+class LoweringError(StepError):
+    """The program uses something the hardware cannot build yet (names the node and the reason)."""

@@ -21,19 +21,16 @@ program may pin a stream's depth with ``depths={stream: n}``.
 from dataclasses import dataclass, field
 
 from .dims import fmt_shape
+from .errors import LoweringError
 from .graph import Program
 from .passes import insert_broadcasts, tie_off
-from .tiling import tile_for_hardware
+from .tiling import TilingError, needs_tiling, tile_for_hardware
 from .types import Tile
 
 __all__ = ["BUILDERS", "builds", "UnitInstance", "EdgeInstance", "HardwareGraph", "lower",
            "LoweringError"]
 
 BUILDERS = {}
-
-
-class LoweringError(Exception):
-    """The program uses something the hardware library cannot build (names node and reason)."""
 
 
 def builds(*node_classes):
@@ -153,6 +150,9 @@ class HardwareGraph:
     streams_in, streams_out : dict of str to dict
         Host streams: ``{name: {"base", "words_per_beat", "max_beats", "rank", "elem"}}``.
     memory_bytes : int
+    tiling : str
+        What hierarchical tiling did: ``"not needed"`` (every tile fits the hardware tile),
+        ``"applied"``, ``"off"``, or why it was not applied (tiles then move as wide beats).
     """
     program: object
     config: object
@@ -163,6 +163,7 @@ class HardwareGraph:
     streams_in: dict
     streams_out: dict
     memory_bytes: int
+    tiling: str = "not needed"
 
     def unit(self, name):
         for u in self.units:
@@ -177,6 +178,7 @@ class HardwareGraph:
         return {
             "program": self.program.name,
             "config": repr(self.config),
+            "hierarchical_tiling": self.tiling,
             "memory": {"bytes": self.memory_bytes, "word_bytes": self.geometry.word_bytes,
                        "lanes": self.geometry.lanes, "channels": self.geometry.channels,
                        "bytes_per_channel": self.geometry.bytes_per_channel,
@@ -286,7 +288,7 @@ def _fifo_depths(program, base, pinned):
     return depths
 
 
-def lower(program, config=None, *, depths=None, memory_slack_bytes=0):
+def lower(program, config=None, *, depths=None, memory_slack_bytes=0, tiling="auto"):
     """Lower ``program`` for ``config`` (default :meth:`HardwareConfig.sim`).
 
     Parameters
@@ -296,6 +298,10 @@ def lower(program, config=None, *, depths=None, memory_slack_bytes=0):
         larger than ``config``'s hardware tile is first rewritten into a new one over hardware
         tiles (:func:`~stepforge.compiler.tiling.tile_for_hardware`); the result's ``program``
         is the one the hardware runs.
+    tiling : {"auto", "on", "off"}
+        Hierarchical tiling. ``"auto"``: applied when every operator on a large tile has a rule,
+        else the tiles move whole as wide beats (the reason is in ``HardwareGraph.tiling``);
+        ``"on"``: a missing rule raises :class:`~stepforge.compiler.tiling.TilingError`.
     config : HardwareConfig, optional
     depths : dict of Stream to int, optional
         FIFO depths that override the sizing rule (e.g. to provoke a deadlock in a test).
@@ -314,7 +320,16 @@ def lower(program, config=None, *, depths=None, memory_slack_bytes=0):
     if not isinstance(program, Program):
         raise TypeError(f"lower() needs a Program, not {type(program).__name__}")
     config = config or HardwareConfig.sim()
-    program = tile_for_hardware(program, config)
+    if tiling not in ("auto", "on", "off"):
+        raise ValueError(f"lower(): tiling must be 'auto', 'on' or 'off', not {tiling!r}")
+    note = "off" if tiling == "off" else "not needed"
+    if tiling != "off" and needs_tiling(program, config):
+        try:
+            program, note = tile_for_hardware(program, config), "applied"
+        except TilingError as e:
+            if tiling == "on":
+                raise
+            note = f"not applied: {e}"
     insert_broadcasts(program)
     tie_off(program)
 
@@ -415,7 +430,7 @@ def lower(program, config=None, *, depths=None, memory_slack_bytes=0):
         edges.append(EdgeInstance(len(edges), s, (src.name, s.node.output_names[s.port]),
                                   (dst.name, reader.input_names[index]), lc.layout(s), sizes[s]))
     return HardwareGraph(program, config, geometry, units, edges, tensors, streams_in,
-                         streams_out, memory_bytes)
+                         streams_out, memory_bytes, note)
 
 
 def _memory_ports(comp):

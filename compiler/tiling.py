@@ -36,6 +36,7 @@ matmul does. An operator without a rule here raises :class:`TilingError` naming 
 """
 
 from .dims import fmt_shape
+from .errors import LoweringError
 from .graph import Program
 from .types import Buffer, Tile, Tuple
 
@@ -45,7 +46,7 @@ _ELEMENTWISE = frozenset({"add", "sub", "mul", "div", "maximum", "exp", "silu", 
                           "scale", "arg", "const", "get"})
 
 
-class TilingError(ValueError):
+class TilingError(LoweringError):
     """The program has a STeP tile larger than the hardware tile where no rule applies."""
 
 

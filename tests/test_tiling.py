@@ -161,3 +161,14 @@ def test_tiled_program_runs_bit_exact_in_verilator(name, params):
             assert np.array_equal(res.tensors[name_], ref.tensors[name_])
     m = metrics(program)
     assert (res.tensor_bytes_read, res.tensor_bytes_written) == (m.offchip_read, m.offchip_write)
+
+
+def test_lowering_falls_back_to_wide_beats_when_a_rule_is_missing():
+    pf = load(EXAMPLES / "moe.py")             # [1, 16] tiles through routers: no rule
+    hw = lower(pf.build())
+    assert hw.tiling.startswith("not applied: ") and "Reassemble_0 (Reassemble)" in hw.tiling
+    assert hw.manifest()["hierarchical_tiling"] == hw.tiling
+    with pytest.raises(TilingError, match=r"has a dynamic stream shape"):
+        lower(pf.build(), tiling="on")
+    assert lower(load(EXAMPLES / "matmul.py").build(M=8, K=8, N=8, t=8), tiling="off").tiling == "off"
+    assert lower(load(EXAMPLES / "matmul.py").build(M=8, K=8, N=8, t=8)).tiling == "applied"
