@@ -57,15 +57,33 @@ def program(T=10, D=8, N=16, E=2, k=1, n=4, tiling="static", rows=4, dtype="int"
     return p
 
 
-def data(program, seed=0, k=None):
+def routing_masks(routing, T, E):
+    """A trace's ``routing`` (the experts of each token) as the selector's multi-hot masks."""
+    if not isinstance(routing, list) or len(routing) != T:
+        raise SystemExit(f"moe: the trace's routing must list the experts of each of the {T} "
+                         f"tokens, got {len(routing) if isinstance(routing, list) else routing!r}")
+    masks = []
+    for t, experts in enumerate(routing):
+        if (not isinstance(experts, list) or not experts
+                or not all(isinstance(e, int) and 0 <= e < E for e in experts)
+                or len(set(experts)) != len(experts)):
+            raise SystemExit(f"moe: token {t} of the trace is routed to {experts!r}; expected "
+                             f"distinct expert ids in 0..{E - 1}")
+        masks.append(sum(1 << e for e in experts))
+    return masks
+
+
+def data(program, seed=0, k=None, trace=None):
+    """Random tokens and weights; routing from ``trace["routing"]`` if given, else ``k``
+    distinct random experts per token."""
     rng = np.random.default_rng(seed)
     T, D = program.tensors["X"].shape
     E = sum(1 for name in program.tensors if name.startswith("W"))
-    k = k or 1
-    sel = []
-    for _ in range(T):
-        experts = rng.choice(E, size=k, replace=False)
-        sel.append(sum(1 << int(e) for e in experts))
+    if trace is not None and "routing" in trace:
+        sel = routing_masks(trace["routing"], T, E)
+    else:
+        k = k or 1
+        sel = [sum(1 << int(e) for e in rng.choice(E, size=k, replace=False)) for _ in range(T)]
     if program.tensors["X"].dtype.is_float:
         tensors = {"X": rng.standard_normal((T, D)).astype(np.float32)}
         for e in range(E):

@@ -11,8 +11,14 @@ import sys
 from .loader import load
 
 
+def _trace(args):
+    from .loader import load_trace
+    return load_trace(args.trace) if getattr(args, "trace", None) else None
+
+
 def _params(args):
-    params = {}
+    trace = _trace(args)
+    params = dict(trace.get("params", {})) if trace else {}
     for item in args.param or []:
         key, _, value = item.partition("=")
         try:
@@ -23,9 +29,18 @@ def _params(args):
 
 
 def cmd_check(args):
-    from .report import check_report
+    from .report import check_report, metrics_report
     pf = load(args.program)
-    print(check_report(pf.build(**_params(args))))
+    program = pf.build(**_params(args))
+    print(check_report(program))
+    trace = _trace(args)
+    if trace is not None:
+        from .compiler.metrics import bind, metrics
+        from .sim.interpreter import run
+        data = pf.data(program, trace=trace)
+        result = run(program, tensors=data.get("tensors", {}), inputs=data.get("inputs", {}))
+        print(f"\nwith trace {args.trace} ({trace.get('name', 'unnamed')}):")
+        print(metrics_report(metrics(program).subs(bind(program, result.trace))))
     return 0
 
 
@@ -46,11 +61,12 @@ def cmd_run(args):
     pf = load(args.program)
     if args.level == "ref":
         from .runner import run_reference
-        ok = run_reference(pf, params=_params(args), seed=args.seed)
+        ok = run_reference(pf, params=_params(args), seed=args.seed, trace=_trace(args))
     else:
         from .runner import run_hardware
-        ok = run_hardware(pf, params=_params(args), seed=args.seed, stall=args.stall,
-                          watchdog=args.watchdog, waves=args.waves, config=_config(args))
+        ok = run_hardware(pf, params=_params(args), seed=args.seed, trace=_trace(args),
+                          stall=args.stall, watchdog=args.watchdog, waves=args.waves,
+                          config=_config(args))
     return 0 if ok else 1
 
 
@@ -75,8 +91,11 @@ def cmd_compile(args):
     manifest = hw.manifest()
     manifest["csrs"] = system.csr_map
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
-    (out / "graph.dot").write_text(to_dot(program))
-    (out / "report.txt").write_text(check_report(program) + "\n")
+    (out / "graph.dot").write_text(to_dot(hw.program))      # what the hardware runs
+    report = check_report(program)
+    if hw.program is not program:
+        report += "\n\nafter hierarchical tiling (what the hardware runs):\n" + check_report(hw.program)
+    (out / "report.txt").write_text(report + "\n")
     print(f"wrote {out}/top.v ({len(text.splitlines())} lines), manifest.json, graph.dot, report.txt")
     return 0
 
@@ -93,11 +112,14 @@ def main(argv=None):
         p.set_defaults(fn=fn)
         return p
 
-    add("check", cmd_check, "print every edge's symbolic shape and the program's metrics")
+    k = add("check", cmd_check, "print every edge's symbolic shape and the program's metrics")
+    k.add_argument("--trace", metavar="T", help="a trace (JSON): the metrics with its values")
     g = add("graph", cmd_graph, "write a DOT picture of the program")
     g.add_argument("-o", "--output", help="output file (default: stdout)")
     r = add("run", cmd_run, "compile, simulate in Verilator, check bit for bit, report")
     r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--trace", metavar="T",
+                   help="a trace (JSON) supplying parameters and host inputs, e.g. MoE routing")
     r.add_argument("--level", choices=["rtl", "ref"], default="rtl",
                    help="rtl: Verilog in Verilator (default); ref: the reference interpreter only")
     r.add_argument("--config", choices=["sim", "ice40", "ecp5"], default="sim")

@@ -4,8 +4,9 @@ A program file is a Python module that defines
 
 ``program(**params) -> Program``
     builds the program (keyword parameters with defaults choose its sizes);
-``data(program, seed=0) -> dict`` (optional)
-    host data: ``{"tensors": {name: array}, "inputs": {name: nested list}}``;
+``data(program, seed=0[, trace=None]) -> dict`` (optional)
+    host data: ``{"tensors": {name: array}, "inputs": {name: nested list}}``; with a ``trace``
+    parameter it also reads a trace (:func:`load_trace`), e.g. a routing decision per token;
 ``reference(program, tensors, inputs) -> dict`` (optional)
     the expected results computed with plain NumPy: ``{tensor or output name: value}``.
 """
@@ -17,7 +18,10 @@ from pathlib import Path
 
 from .compiler.graph import Program
 
-__all__ = ["ProgramFile", "load"]
+__all__ = ["ProgramFile", "load", "load_trace"]
+
+#: keys every trace may have; any other key is for the program file's ``data(trace=...)``
+TRACE_KEYS = ("name", "description", "source", "params", "inputs")
 
 
 class ProgramFile:
@@ -46,8 +50,22 @@ class ProgramFile:
     def has_data(self):
         return callable(getattr(self.module, "data", None))
 
-    def data(self, program, seed=0):
-        return self.module.data(program, seed=seed)
+    def data(self, program, seed=0, trace=None):
+        """Host data for ``program``; a ``trace``'s ``inputs`` replace the generated ones."""
+        fn = self.module.data
+        if trace is None:
+            return fn(program, seed=seed)
+        own = sorted(k for k in trace if k not in TRACE_KEYS)
+        if "trace" in inspect.signature(fn).parameters:
+            data = fn(program, seed=seed, trace=trace)
+        elif own:
+            raise SystemExit(f"{self.path}: data() takes no trace, but the trace has "
+                             f"{', '.join(own)} besides {', '.join(TRACE_KEYS)}")
+        else:
+            data = fn(program, seed=seed)
+        if trace.get("inputs"):
+            data = {**data, "inputs": {**data.get("inputs", {}), **trace["inputs"]}}
+        return data
 
     def reference(self, program, tensors, inputs):
         fn = getattr(self.module, "reference", None)
@@ -72,3 +90,27 @@ def load(path):
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return ProgramFile(path, module)
+
+
+def load_trace(path):
+    """Read a trace: a JSON object recorded from a workload (or made to stand for one).
+
+    Keys: ``name``, ``description``, ``source`` (where it comes from), ``params`` (keyword
+    parameters of ``program()``; ``-p`` on the command line overrides them), ``inputs`` (host
+    streams by name, replacing the generated ones), and keys of the program file's own (e.g.
+    ``routing`` for ``examples/moe.py``), which its ``data(trace=...)`` reads.
+    """
+    import json
+    path = Path(path)
+    try:
+        trace = json.loads(path.read_text())
+    except OSError as e:
+        raise SystemExit(f"{path}: cannot read the trace ({e.strerror})") from None
+    except json.JSONDecodeError as e:
+        raise SystemExit(f"{path}: not a JSON trace ({e})") from None
+    if not isinstance(trace, dict):
+        raise SystemExit(f"{path}: a trace is a JSON object, not {type(trace).__name__}")
+    for key in ("params", "inputs"):
+        if not isinstance(trace.get(key, {}), dict):
+            raise SystemExit(f"{path}: the trace's {key!r} must be an object")
+    return trace

@@ -42,14 +42,14 @@ def _tile_shapes(program):
     return [f"{r}x{c}" for r, c in sorted(shapes, key=str)]
 
 
-def run_reference(pf, *, params=None, seed=0, out=print):
+def run_reference(pf, *, params=None, seed=0, trace=None, out=print):
     """Run ``pf`` on the reference interpreter, check it against its NumPy reference, report."""
     from .sim.interpreter import run
 
     program = pf.build(**(params or {}))
     if not pf.has_data:
         raise SystemExit(f"{pf.path}: defines no data() function, nothing to run")
-    data = pf.data(program, seed=seed)
+    data = pf.data(program, seed=seed, trace=trace)
     tensors, inputs = data.get("tensors", {}), data.get("inputs", {})
     t0 = time.perf_counter()
     result = run(program, tensors=tensors, inputs=inputs)
@@ -130,15 +130,15 @@ def roofline(hw, ref_result):
             "bound": max(compute, offchip, onchip)}
 
 
-def run_hardware(pf, *, params=None, seed=0, config=None, stall=False, watchdog=10_000,
-                 waves=False, out=print):
+def run_hardware(pf, *, params=None, seed=0, trace=None, config=None, stall=False,
+                 watchdog=10_000, waves=False, out=print):
     """Compile ``pf`` to Verilog, run it in Verilator, check it bit for bit, report."""
     from .compiler.metrics import bind, metrics
     from .sim.interpreter import run
     from .sim.rtl import deadlock_report, error_report, run_rtl
 
     program = pf.build(**(params or {}))
-    data = pf.data(program, seed=seed)
+    data = pf.data(program, seed=seed, trace=trace)
     tensors, inputs = data.get("tensors", {}), data.get("inputs", {})
     res = run_rtl(program, tensors, inputs, config=config, stall=stall, watchdog=watchdog,
                   waves=waves, progress=lambda msg: out(f"[stepforge] {msg}"))
@@ -158,6 +158,8 @@ def run_hardware(pf, *, params=None, seed=0, config=None, stall=False, watchdog=
     # same meaning), so its edges are the hardware's FIFOs
     ok = True
     rows = []
+    if res.hw.tiling.startswith("not applied"):
+        out(f"hierarchical tiling {res.hw.tiling}; the large tiles move whole, as wide beats")
     if res.hw.program is not program:
         step = run(program, tensors=tensors, inputs=inputs)
         out(f"hierarchical tiling: STeP tiles {', '.join(_tile_shapes(program))} run as "
