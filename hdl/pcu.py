@@ -1,7 +1,7 @@
 """The PCU: Map, Accum and Scan of a tile function as a time-multiplexed integer datapath."""
 
 import sympy
-from amaranth.hdl import Cat, Module, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -36,15 +36,31 @@ def _check_hw_type(t, what):
                          f"{', '.join(HW_DTYPES)} only (floating-point tiles are not implemented)")
 
 
-def _check_static(t, what):
+def _tiles(t):
+    """The tiles of an element type (a tile, or the fields of a tuple, recursively)."""
     if isinstance(t, Tuple):
-        for e in t.elems:
-            _check_static(e, what)
-        return
-    if not (isinstance(t.rows, int) and isinstance(t.cols, int)) or t.rows < 1 or t.cols < 1:
-        raise ValueError(f"PCU: {what} {t!r} needs a static, non-empty shape (hierarchical "
-                         f"tiling makes tiles static; only a retile_row/retile_col accumulator "
-                         f"grows a dynamic one)")
+        return [x for e in t.elems for x in _tiles(e)]
+    return [t] if isinstance(t, Tile) else []
+
+
+def _is_dynamic(t):
+    return isinstance(t, Tile) and not isinstance(t.rows, int)
+
+
+def _check_static(t, what):
+    for x in _tiles(t):
+        if _is_dynamic(x) or x.rows < 1 or not isinstance(x.cols, int) or x.cols < 1:
+            raise ValueError(f"PCU: {what} {t!r} needs a static, non-empty shape (hierarchical "
+                             f"tiling makes tiles static; only a retile_row/retile_col "
+                             f"accumulator grows a dynamic one)")
+
+
+def _check_rows(t, what):
+    """Static columns, and rows that are static and non-empty or dynamic (bounded)."""
+    for x in _tiles(t):
+        if not isinstance(x.cols, int) or x.cols < 1 or isinstance(x.rows, int) and x.rows < 1:
+            raise ValueError(f"PCU: {what} {t!r} needs static, non-empty columns and static "
+                             f"non-empty or dynamic (bounded) rows")
 
 
 class PCU(wiring.Component):
@@ -164,7 +180,21 @@ class PCU(wiring.Component):
         self.row_bound = row_bound
         for k, t in enumerate(self.in_types):
             _check_hw_type(t, f"input in{k}")
-            _check_static(t, f"input in{k}")
+            _check_rows(t, f"input in{k}")
+        dyn = {}
+        for k, t in enumerate(self.in_types):
+            for x in _tiles(t):
+                if _is_dynamic(x):
+                    dyn.setdefault(x.rows, f"in{k} {x!r}")
+        if len(dyn) > 1:
+            raise ValueError(f"PCU: inputs with different dynamic row counts ({', '.join(dyn.values())}); "
+                             f"a row-independent function needs one row count")
+        #: The dynamic row count of the inputs (a symbol) and its bound, or ``None``.
+        self.dyn_rows = next(iter(dyn), None)
+        self.dyn_bound = None
+        if self.dyn_rows is not None:
+            first = next(x for t in self.in_types for x in _tiles(t) if _is_dynamic(x))
+            self.dyn_bound = element_layout(first, row_bound=row_bound).members["data"].length
 
         fold = mode != "map"
         if fold:
@@ -318,6 +348,7 @@ class PCU(wiring.Component):
                     break
         self._fused, self._skipped = fused, skipped
         self._order = [e for e, _ in typed if id(e) not in skipped]
+        self._check_row_independent(typed)
         self._nodes = {}
         step = 0
         for idx, e in enumerate(self._order):
@@ -331,38 +362,76 @@ class PCU(wiring.Component):
             self._nodes[id(e)] = node
         self.ii = max(step, 1)
 
+    def _check_row_independent(self, typed):
+        """Values with a dynamic row count may only flow row by row: every such value has the
+        inputs' row count, and a matmul's right operand is static."""
+        for e, t in typed:
+            if e.op in ("matmul", "mac"):
+                b = self._types[id(e.args[-1])]
+                if _is_dynamic(b):
+                    raise ValueError(f"PCU: {e.op} in {self.fn!r} over inputs "
+                                     f"{list(self.in_types)!r} has a right operand {b!r} with a "
+                                     f"dynamic row count; only the left operand's rows may be "
+                                     f"dynamic (a row-independent function)")
+            for x in _tiles(t):
+                if not isinstance(x.cols, int) or _is_dynamic(x) and x.rows != self.dyn_rows:
+                    raise ValueError(f"PCU: {e.op} in {self.fn!r} gives {x!r} over inputs "
+                                     f"{list(self.in_types)!r}; only rows may be dynamic, with "
+                                     f"the inputs' row count")
+
+    def _rows(self, t):
+        """The rows of tile type ``t`` in hardware: its row count, or the bound of a dynamic one."""
+        return self.dyn_bound if _is_dynamic(t) else t.rows
+
     def _node(self, e, name):
         t = self._types[id(e)]
         if id(e) in self._fused:
             x, mm = self._fused[id(e)]
             a, w = (self._types[id(v)] for v in mm.args)
-            return MatmulNode(a.dtype, t.dtype, a.rows, a.cols, t.cols, mm.attrs["transpose_b"],
-                              True, self.multipliers, name)
+            return MatmulNode(a.dtype, t.dtype, self._rows(a), a.cols, t.cols,
+                              mm.attrs["transpose_b"], True, self.multipliers, name,
+                              dynamic=_is_dynamic(a))
         if e.op in ("matmul", "mac"):
             a = self._types[id(e.args[0 if e.op == "matmul" else 1])]
-            return MatmulNode(a.dtype, t.dtype, a.rows, a.cols, t.cols, e.attrs["transpose_b"],
-                              e.op == "mac", self.multipliers, name)
+            return MatmulNode(a.dtype, t.dtype, self._rows(a), a.cols, t.cols,
+                              e.attrs["transpose_b"], e.op == "mac", self.multipliers, name,
+                              dynamic=_is_dynamic(a))
         if e.op in ("row_sum", "row_max"):
             x = self._types[id(e.args[0])]
-            return RowReduceNode(e.op, t.dtype, x.rows, x.cols, self.lanes, name)
+            return RowReduceNode(e.op, t.dtype, self._rows(x), x.cols, self.lanes, name,
+                                 dynamic=_is_dynamic(x))
         if e.op in _ELEMENTWISE:
             tiles = [self._types[id(a)] for a in e.args if self._types[id(a)] is not None]
-            return ElementwiseNode(e.op, e.attrs, tiles[0].dtype, t.dtype, t.rows, t.cols,
-                                   self.lanes, name)
+            return ElementwiseNode(e.op, e.attrs, tiles[0].dtype, t.dtype, self._rows(t), t.cols,
+                                   self.lanes, name, dynamic=_is_dynamic(t))
         raise ValueError(f"PCU: no circuit for {e.op!r}")
+
+    def cycles(self, rows=None):
+        """Cycles a fully fed PCU spends on one data beat whose dynamic tiles have ``rows`` rows
+        (``ii`` when ``rows`` is ``None`` or nothing is dynamic)."""
+        if rows is None or not self._nodes:
+            return self.ii
+        return max(sum(n.steps_for(rows) for n in self._nodes.values()), 1)
 
     # -- elaboration --
 
     def _port_values(self):
-        """The stream arguments as hardware values read in place from the input ports."""
+        """The stream arguments as hardware values read in place from the input ports, and the
+        ``rows`` fields of the inputs' dynamic tiles."""
+        counts = []
+
         def value(t, view):
             if isinstance(t, Tuple):
                 return tuple(value(f, view[f"f{i}"]) for i, f in enumerate(t.elems))
-            return HTile(t.dtype, [[view[i][j] for j in range(t.cols)] for i in range(t.rows)])
+            if _is_dynamic(t):
+                counts.append(view.rows)
+                view = view.data
+            return HTile(t.dtype, [[view[i][j] for j in range(t.cols)]
+                                   for i in range(self._rows(t))])
         vals = [value(t, getattr(self, f"in{k}").payload.data) for k, t in enumerate(self.in_types)]
         if self.unpack and len(self.in_types) == 1:
-            return list(vals[0])
-        return vals
+            return list(vals[0]), counts
+        return vals, counts
 
     def elaborate(self, platform):
         m = Module()
@@ -395,14 +464,23 @@ class PCU(wiring.Component):
         out_buf = Signal(beat_layout(self.out_type, self.out_rank, row_bound=self.row_bound),
                          name="out_buf")
         over = Signal(name="over_bound")
+        row_bad = Signal(name="row_mismatch")
+        stream_args, counts = self._port_values()
+        self._count = None
+        if counts:
+            self._count = Signal(range(self.dyn_bound + 1), name="rows")
+            m.d.comb += self._count.eq(counts[0])
+        raise_error(m, self.status, ErrorCode.ROW_MISMATCH, all_valid & ~mismatch & row_bad)
 
         if self.mode == "accum":
             m.d.comb += emit.eq((s >= self.b) | last)
         else:
             m.d.comb += emit.eq(1)
+        timed = [self._nodes[id(e)] for e in self._order if id(e) in self._nodes]
+        ends = [self._node_end(m, node) for node in timed]
         m.d.comb += [
-            final.eq((step == self.ii - 1) | ~hd),
-            run.eq(all_valid & ~mismatch & ~over & ~self.status.error),
+            final.eq((step == (ends[-1] if ends else 0)) | ~hd),
+            run.eq(all_valid & ~mismatch & ~over & ~row_bad & ~self.status.error),
             advance.eq(run & (~(final & emit) | ~out_valid | o.ready)),
             finish.eq(advance & final),
             o.valid.eq(out_valid),
@@ -414,13 +492,21 @@ class PCU(wiring.Component):
             if self.ii > 1:
                 with m.If(~final):
                     m.d.sync += step.eq(step + 1)
+                    for node, end in zip(timed[:-1], ends[:-1]):
+                        if not isinstance(end, int):  # skip the steps of rows beyond the count
+                            with m.If(step == end):
+                                m.d.sync += step.eq(node.start + node.steps)
 
-        stream_args = self._port_values()
         if self.retile is not None:
-            result_if_data, acc_regs, init_vals = self._elaborate_retile(m, stream_args, hd, over)
+            result_if_data, acc_regs, init_vals = self._elaborate_retile(m, stream_args, hd, over,
+                                                                         row_bad)
             raise_error(m, self.status, ErrorCode.OVER_BOUND, all_valid & ~mismatch & over)
         else:
             m.d.comb += over.eq(0)
+            differ_rows = 0
+            for c in counts[1:]:
+                differ_rows = differ_rows | (c != counts[0])
+            m.d.comb += row_bad.eq(all_valid & hd & differ_rows)
             acc_regs = init_vals = None
             if self.mode != "map":
                 acc_regs = self._signals(self.init, "acc")
@@ -442,12 +528,12 @@ class PCU(wiring.Component):
                 with m.If(s > self.b):
                     m.d.sync += out_buf.stop.eq(s - self.b)
                 with m.If(hd):
-                    m.d.sync += self._assign(data, result_if_data)
+                    m.d.sync += self._assign(data, result_if_data, self.out_type)
                 with m.Else():
-                    m.d.sync += self._assign(data, acc_regs)
+                    m.d.sync += self._assign(data, acc_regs, self.out_type)
             else:
                 m.d.sync += [out_buf.has_data.eq(hd), out_buf.stop.eq(s)]
-                m.d.sync += self._assign(data, result_if_data)
+                m.d.sync += self._assign(data, result_if_data, self.out_type)
         if acc_regs is not None:
             with m.If(finish):
                 with m.If(s >= self.b):
@@ -461,6 +547,20 @@ class PCU(wiring.Component):
             self.status.stall_out.eq(out_valid & ~o.ready),
         ]
         return m
+
+    def _node_end(self, m, node):
+        """The last step of ``node`` for this beat: static, or looked up from the row count."""
+        last = node.start + node.steps - 1
+        if self._count is None or not node.dynamic:
+            return last
+        end = Signal(range(max(self.ii, 2)), name=f"{node.name}_end")
+        with m.Switch(self._count):
+            for r in range(self.dyn_bound + 1):
+                with m.Case(r):
+                    m.d.comb += end.eq(node.start + node.steps_for(r) - 1)
+            with m.Default():
+                m.d.comb += end.eq(last)
+        return end
 
     def _signals(self, init, name):
         """Accumulator registers whose reset value is ``init``."""
@@ -481,19 +581,24 @@ class PCU(wiring.Component):
         if isinstance(dst, tuple):
             return [st for d, v in zip(dst, src) for st in PCU._assign_value(d, v)]
         if isinstance(dst, _GrowingTile):
-            return [dst.count.eq(src.count)] + PCU._assign_value(dst.tile, src.tile)
+            rows = [dst.rows.eq(src.rows)] if dst.rows is not None and dst.rows is not dst.count else []
+            return [dst.count.eq(src.count)] + rows + PCU._assign_value(dst.tile, src.tile)
         return [d.eq(v) for d, v in zip(dst.flat(), src.flat())]
 
-    @staticmethod
-    def _assign(view, value):
-        """Statements writing ``value`` into the ``data`` view of a beat."""
+    def _assign(self, view, value, t):
+        """Statements writing ``value`` of type ``t`` into the ``data`` view of a beat. A tile
+        with a dynamic row count gets its count, and its rows beyond the count are zero."""
         if isinstance(value, tuple):
-            return [st for i, v in enumerate(value) for st in PCU._assign(view[f"f{i}"], v)]
+            return [st for i, (v, f) in enumerate(zip(value, t.elems))
+                    for st in self._assign(view[f"f{i}"], v, f)]
+        rows = self._count if _is_dynamic(t) else None
         if isinstance(value, _GrowingTile):
-            if value.dynamic:
-                return [view.rows.eq(value.count)] + PCU._assign(view.data, value.tile)
-            return PCU._assign(view, value.tile)
-        return [view[i][j].eq(value.elems[i][j]) for i in range(value.rows) for j in range(value.cols)]
+            value, rows = value.tile, value.rows
+        if rows is None:
+            return [view[i][j].eq(value.elems[i][j])
+                    for i in range(value.rows) for j in range(value.cols)]
+        return [view.rows.eq(rows)] + [view.data[i][j].eq(Mux(rows > i, value.elems[i][j], 0))
+                                       for i in range(value.rows) for j in range(value.cols)]
 
     def _elaborate_graph(self, m, step, advance, args):
         """Build every node; return the function's value as seen in the sequence's last step."""
@@ -526,36 +631,52 @@ class PCU(wiring.Component):
                 final_values[id(e)] = nxt if e is last else node.reg
         return final_values[id(self.fn.body)]
 
-    def _elaborate_retile(self, m, stream_args, hd, over):
-        """The growing accumulator of retile_row/retile_col: a count and a bounded register."""
+    def _elaborate_retile(self, m, stream_args, hd, over, row_bad):
+        """The growing accumulator of retile_row/retile_col: a count and a bounded register.
+
+        Elements with a dynamic row count add their ``rows`` rows (retile_row), or must all have
+        the row count of the first element since the reset (retile_col; else ``row_bad``)."""
         (x,) = stream_args
         t = self.out_type
+        xrows = self._count
         rows_mode = self.retile == "rows"
         bound = self._bound
-        shape = (bound, t.cols) if rows_mode else (t.rows, bound)
+        shape = (bound, t.cols) if rows_mode else (x.rows, bound)
         count = Signal(range(bound + 1), name="acc_count")
         acc = HTile.signals(t.dtype, *shape, "acc")
         nxt = HTile.signals(t.dtype, *shape, "acc_n")
         new_count = Signal(range(2 * bound + 2), name="acc_count_n")
         step = x.rows if rows_mode else x.cols
-        m.d.comb += [new_count.eq(count + step),
+        grow = xrows if rows_mode and xrows is not None else step
+        m.d.comb += [new_count.eq(count + grow),
                      over.eq(hd & (new_count > bound))]
         m.d.comb += [n.eq(a) for n, a in zip(nxt.flat(), acc.flat())]
         for q in range(bound):
             for k in range(min(step, q + 1)):
-                with m.If(count == q - k):
+                place = count == q - k
+                if rows_mode and xrows is not None:
+                    place = place & (xrows > k)
+                with m.If(place):
                     if rows_mode:
                         m.d.comb += [nxt.elems[q][j].eq(x.elems[k][j]) for j in range(t.cols)]
                     else:
-                        m.d.comb += [nxt.elems[i][q].eq(x.elems[i][k]) for i in range(t.rows)]
-        dynamic = self._dynamic and rows_mode
+                        m.d.comb += [nxt.elems[i][q].eq(x.elems[i][k]) for i in range(x.rows)]
         zero = HTile.const(t.dtype, 0, *shape)
-        return (_GrowingTile(dynamic, new_count, nxt), _GrowingTile(dynamic, count, acc),
-                _GrowingTile(dynamic, 0, zero))
+        if rows_mode or xrows is None:
+            m.d.comb += row_bad.eq(0)
+            dynamic = rows_mode and self._dynamic
+            return (_GrowingTile(new_count, nxt, new_count if dynamic else None),
+                    _GrowingTile(count, acc, count if dynamic else None),
+                    _GrowingTile(0, zero, 0 if dynamic else None))
+        acc_rows = Signal(range(self.dyn_bound + 1), name="acc_rows")
+        m.d.comb += row_bad.eq(hd & (count != 0) & (xrows != acc_rows))
+        return (_GrowingTile(new_count, nxt, xrows), _GrowingTile(count, acc, acc_rows),
+                _GrowingTile(0, zero, 0))
 
 
 class _GrowingTile:
-    """A retiling accumulator value: ``count`` rows (or columns) of the ``tile`` register."""
+    """A retiling accumulator value: ``count`` rows (or columns) of the ``tile`` register, and
+    the row count of a dynamic-row result (``None`` when the rows are static)."""
 
-    def __init__(self, dynamic, count, tile):
-        self.dynamic, self.count, self.tile = dynamic, count, tile
+    def __init__(self, count, tile, rows=None):
+        self.count, self.tile, self.rows = count, tile, rows

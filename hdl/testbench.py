@@ -33,6 +33,9 @@ class SimRun:
         Token list received on each output port.
     beats : dict of str to list of Beat
         The raw beats received on each output port.
+    payloads : dict of str to list of int
+        The payload bits of those beats (padding included, e.g. a dynamic tile's rows beyond
+        its count).
     cycles : int
         Cycles from the first to the last transfer.
     accepted : dict of str to int
@@ -46,7 +49,7 @@ class SimRun:
     """
 
     def __init__(self):
-        self.outputs, self.beats, self.accepted = {}, {}, {}
+        self.outputs, self.beats, self.payloads, self.accepted = {}, {}, {}, {}
         self.cycles = 0
         self.error = self.code = 0
         self.status_counts = {"busy": 0, "stall_in": 0, "stall_out": 0}
@@ -99,6 +102,7 @@ def simulate(dut, inputs, outputs, *, valid_p=1.0, ready_p=1.0, seed=0, max_cycl
     async def bench(ctx):
         sent = {n: 0 for n in ins}
         got = {n: [] for n in outs}
+        raw = {n: [] for n in outs}
         done = {n: False for n in outs}
         holding = {n: False for n in ins}
         offered = {n: None for n in outs}
@@ -136,6 +140,7 @@ def simulate(dut, inputs, outputs, *, valid_p=1.0, ready_p=1.0, seed=0, max_cycl
                 offered[n] = payload if (v and not readies[n]) else None
                 if pops[n]:
                     got[n].append(unpack_beat(outputs[n], payload))
+                    raw[n].append(payload)
             if status is not None:
                 for k in run.status_counts:
                     run.status_counts[k] += int(ctx.get(getattr(status, k)))
@@ -168,6 +173,7 @@ def simulate(dut, inputs, outputs, *, valid_p=1.0, ready_p=1.0, seed=0, max_cycl
         run.accepted = dict(sent)
         for n in outs:
             run.beats[n] = got[n]
+            run.payloads[n] = raw[n]
             if done[n]:
                 run.outputs[n] = from_beats(got[n])
         if status is not None:

@@ -306,6 +306,14 @@ class _Node:
     """
 
     steps = 1
+    dynamic = False
+
+    def steps_for(self, rows):
+        """Steps needed when only the first ``rows`` rows are valid (at least 1); ``steps`` for
+        a node whose rows are static."""
+        if not self.dynamic:
+            return self.steps
+        return max(1, min(self.steps, self._row_steps(rows)))
 
     def _alloc(self, dtype, rows, cols, name, keep_reg=True):
         self.reg = HTile.signals(dtype, rows, cols, f"{name}_r") if keep_reg else None
@@ -340,14 +348,20 @@ class ElementwiseNode(_Node):
     lanes : int
     name : str
         Prefix of the node's signals.
+    dynamic : bool, default False
+        ``rows`` is the bound of a dynamic row count (see :meth:`steps_for`).
     """
 
-    def __init__(self, op, attrs, in_dtype, out_dtype, rows, cols, lanes, name):
+    def __init__(self, op, attrs, in_dtype, out_dtype, rows, cols, lanes, name, *, dynamic=False):
         self.op, self.attrs = op, attrs
         self.in_dtype, self.out_dtype = in_dtype, out_dtype
         self.rows, self.cols, self.name = rows, cols, name
         self.lanes = min(lanes, rows * cols)
         self.steps = ceil_div(rows * cols, self.lanes)
+        self.dynamic = dynamic
+
+    def _row_steps(self, rows):
+        return ceil_div(rows * self.cols, self.lanes)
 
     def elaborate(self, m, step, operands, *, start, keep_reg=True):
         """Build the node: ``operands`` are HTiles (or ints for constants), ``start`` its first
@@ -397,12 +411,18 @@ class RowReduceNode(_Node):
         The operand's shape.
     lanes : int
     name : str
+    dynamic : bool, default False
+        ``rows`` is the bound of a dynamic row count (see :meth:`steps_for`).
     """
 
-    def __init__(self, op, dtype, rows, cols, lanes, name):
+    def __init__(self, op, dtype, rows, cols, lanes, name, *, dynamic=False):
         self.op, self.dtype, self.rows, self.cols, self.name = op, dtype, rows, cols, name
         self.lanes = min(lanes, rows)
         self.steps = ceil_div(rows, self.lanes) * cols
+        self.dynamic = dynamic
+
+    def _row_steps(self, rows):
+        return ceil_div(rows, self.lanes) * self.cols
 
     def elaborate(self, m, step, operands, *, start, keep_reg=True):
         self.start = start
@@ -453,15 +473,33 @@ class MatmulNode(_Node):
         ``mac``: the sums start from the first operand (an ``[m_, n]`` tile).
     multipliers : int
     name : str
+    dynamic : bool, default False
+        ``m_`` is the bound of ``a``'s dynamic row count: the products are ordered row by row
+        (``i`` slowest, ``p = i * K * N + k * N + j``), so the rows below the count take the
+        first ``ceil(rows * K * N / multipliers)`` steps (:meth:`steps_for`).
     """
 
-    def __init__(self, in_dtype, out_dtype, m_, k, n, transpose_b, fused_acc, multipliers, name):
+    def __init__(self, in_dtype, out_dtype, m_, k, n, transpose_b, fused_acc, multipliers, name,
+                 *, dynamic=False):
         self.in_dtype, self.out_dtype = in_dtype, out_dtype
         self.m, self.k, self.n = m_, k, n
         self.transpose_b, self.fused_acc, self.name = transpose_b, fused_acc, name
         self.products = m_ * k * n
         self.multipliers = min(multipliers, self.products)
         self.steps = ceil_div(self.products, self.multipliers)
+        self.dynamic = dynamic
+
+    def _row_steps(self, rows):
+        return ceil_div(rows * self.k * self.n, self.multipliers)
+
+    def _product(self, p):
+        """``(k, output index)`` of product number ``p`` in the node's order."""
+        M, K, N = self.m, self.k, self.n
+        if self.dynamic:
+            i, r = divmod(p, K * N)
+            kk, j = divmod(r, N)
+            return kk, i * N + j
+        return divmod(p, M * N)
 
     def elaborate(self, m, step, operands, *, start, keep_reg=True):
         self.start = start
@@ -491,7 +529,7 @@ class MatmulNode(_Node):
                 p = c * U + u
                 if p >= self.products:
                     break
-                kk, o = divmod(p, M * N)
+                kk, o = self._product(p)
                 contrib.setdefault(o, []).append((u, kk))
                 first.setdefault(o, c)
             plan.append(contrib)

@@ -57,6 +57,9 @@ class ErrorCode(enum.IntEnum):
     #: A buffer reference that names no live buffer, or a buffer that does not fill the static
     #: shape its affine replay order needs (PMU read side).
     BAD_BUFFER = 11
+    #: Tiles that must have the same dynamic row count do not (a PCU's lock-step inputs, the
+    #: elements of one retile_col accumulation).
+    ROW_MISMATCH = 12
 
 
 StatusSignature = wiring.Signature({
