@@ -219,22 +219,21 @@ class _Tiler:
         program's."""
         from .ops.memory import Bufferize, Streamify
         name = self._name(s.node)
-        first = next((k for k, item in enumerate(view) if isinstance(item, tuple)), None)
+        first = next((k for k, item in enumerate(view) if _is_broadcast(item)), None)
         if first is None:
             return self._walk_load(s, view, name)
         _, a, c = self._sub(s)
         inner = view[first:]
-        data = [item for item in inner if not isinstance(item, tuple)]
-        sizes = [_size(item, a, c, s.shape) for item in data]
-        stride = {}
-        step = 1
-        for item, size in reversed(list(zip(data, sizes))):
-            stride[item] = step
-            step *= size
-        loaded = self._walk_load(s, view[:first] + tuple(data), name)
+        sizes = [_size(item, a, c, s.shape) for item in inner]
+        strides, step = [0] * len(inner), 1      # row-major over the buffered (non-broadcast) items
+        for k in reversed(range(len(inner))):
+            if not _is_broadcast(inner[k]):
+                strides[k] = step
+                step *= sizes[k]
+        data = tuple(item for item in inner if not _is_broadcast(item))
+        loaded = self._walk_load(s, view[:first] + data, name)
         buffers = Bufferize(loaded, len(data), name=f"{name}_buffer").outputs[0]
-        order = (tuple(_size(item, a, c, s.shape) for item in inner),
-                 tuple(0 if isinstance(item, tuple) else stride[item] for item in inner), 0)
+        order = (tuple(sizes), tuple(strides), 0)
         return Streamify(buffers, order=order, name=f"{name}_replay").outputs[0]
 
     def _walk_load(self, s, view, name):
@@ -260,6 +259,8 @@ class _Tiler:
                 shape.append(a), stride.append(hw_cols)
             elif item == "c":
                 shape.append(c), stride.append(1)
+            elif isinstance(item, tuple):     # a broadcast of one: a dimension of size 1
+                shape.append(1), stride.append(0)
             else:
                 n = node.out_shape[item - 1]
                 st, col_step = split(node.stride[item - 1])
@@ -432,6 +433,11 @@ class _Tiler:
         mm = (mm[0] - 1, mm[1] - 1)     # parameter k + 1 reads input k
         ins = self._matmul_inputs(node, s, view, mm, reduced)
         return Accum(node.fn, new_init, *ins, b=node.b + 1, name=self._name(node)).outputs[0]
+
+
+def _is_broadcast(item):
+    """A broadcast dimension of more than one (a broadcast of one is a dimension of size 1)."""
+    return isinstance(item, tuple) and item[1] > 1
 
 
 def _walk(expr):
