@@ -90,11 +90,13 @@ Back doors
 """
 
 import math
-from types import SimpleNamespace
+import operator
 from dataclasses import dataclass
+from functools import reduce
+from types import SimpleNamespace
 
 import numpy as np
-from amaranth.hdl import (Array, Cat, ClockSignal, Const, Instance, MemoryData, Module, Mux, Signal,
+from amaranth.hdl import (Cat, ClockSignal, Const, Instance, MemoryData, Module, Mux, Shape, Signal,
                           Value, unsigned)
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
@@ -127,12 +129,15 @@ def index_shape(n):
 
 
 def _pick(values, index):
-    """``values[index]`` as a multiplexer, the table padded to every value of ``index`` (so the
-    Verilog case statement is complete)."""
-    values = list(values)
-    width = Value.cast(index).shape().width
-    values += [values[-1]] * ((1 << width) - len(values))
-    return Array(values)[index]
+    """``values[index]`` for unsigned ``values`` of one width, as one wide shift (a single cell,
+    where an ``Array`` of ``n`` values is a case statement of ``n`` arms). The table is padded
+    with its last value to every value of ``index``, as a complete case statement would be."""
+    values = [Value.cast(v) for v in values]
+    width = len(values[0])
+    if any(len(v) != width or v.shape().signed for v in values):
+        raise TypeError("_pick takes unsigned values of one width")
+    values += [values[-1]] * ((1 << len(Value.cast(index))) - len(values))
+    return Cat(*values).word_select(index, width)
 
 
 #: The storage of one lane for ``storage="verilog"``: a plain simple-dual-port RAM that starts at
@@ -586,21 +591,17 @@ class MemoryModel(wiring.Component):
         for k in range(K):
             m.d.comb += [seg_lane[k].eq(starts[k] % L), seg_row[k].eq(starts[k] // L)]
 
-        # Lanes each segment would use, and the conflict-free prefix of segments taken.
-        def lane_index(k, j):
-            # position of lane j inside segment k's line-long window
-            idx = Signal(index_shape(L), name=f"g_idx{k}_{j}")
-            here = (seg_lane[k] <= j) if j < L - 1 else 1
-            m.d.comb += idx.eq(Mux(here, j - seg_lane[k], j + L - seg_lane[k]))
-            return idx, here
-        idx = [[None] * L for _ in range(K)]
-        here = [[None] * L for _ in range(K)]
+        # Lanes each segment would use (a mask: segment k's `n` words from its start lane on,
+        # wrapping around the line), and the conflict-free prefix of segments taken.
         use = []
         for k in range(K):
+            n_k = c0 if k == 0 else g_size
+            words = Signal(range(L + 1), name=f"g_words{k}")
+            low = Signal(L, name=f"g_low{k}")
             u = Signal(L, name=f"g_use{k}")
-            for j in range(L):
-                idx[k][j], here[k][j] = lane_index(k, j)
-                m.d.comb += u[j].eq(idx[k][j] < (c0 if k == 0 else g_size))
+            m.d.comb += [words.eq(Mux(n_k >= L, L, n_k)),
+                         low.eq((Const(1, 1) << words) - 1),
+                         u.eq((Cat(low, low) << seg_lane[k])[L:2 * L])]
             use.append(u)
         taken = [Const(1)]
         occupied = use[0]
@@ -626,16 +627,34 @@ class MemoryModel(wiring.Component):
                      g_last.eq(seg_done & (g_segs == 1 + extra))]
 
         # What each lane does: its row, whether it moves a word, and that word's line position.
-        lane_use = [Signal(name=f"lane{j}_use") for j in range(L)]
+        # A lane belongs to the taken segment that uses it (taken segments use disjoint lanes),
+        # else to segment 0; `owner` holds that segment's number, one bit-plane per mask.
+        pos_bits = Shape.cast(index_shape(L)).width
+        own = [None] + [Signal(L, name=f"g_own{k}") for k in range(1, K)]
+        m.d.comb += [own[k].eq(Mux(taken[k], use[k], 0)) for k in range(1, K)]
+        owner = []
+        for b in range(Shape.cast(index_shape(K)).width):
+            plane = Signal(L, name=f"g_owner_bit{b}")
+            m.d.comb += plane.eq(reduce(operator.or_, (own[k] for k in range(1, K) if k >> b & 1),
+                                        Const(0, L)))
+            owner.append(plane)
+        lane_use = Signal(L, name="lane_use")
+        m.d.comb += lane_use.eq(Mux(grant, occupied, 0))
+        # the line position of segment k's first word
+        base = [Signal(pos_bits, name=f"g_base{k}") for k in range(K)]
+        m.d.comb += [base[k].eq(k * g_size) for k in range(1, K)]
         lane_pos = [Signal(index_shape(L), name=f"lane{j}_pos") for j in range(L)]
         lane_row = [Signal(row_shape, name=f"lane{j}_row") for j in range(L)]
         for j in range(L):
-            m.d.comb += [lane_use[j].eq(grant & use[0][j]), lane_pos[j].eq(idx[0][j]),
-                         lane_row[j].eq(Mux(here[0][j], seg_row[0], seg_row[0] + 1))]
-            for k in range(1, K):
-                with m.If(taken[k] & use[k][j]):
-                    m.d.comb += [lane_use[j].eq(grant), lane_pos[j].eq(k * g_size + idx[k][j]),
-                                 lane_row[j].eq(Mux(here[k][j], seg_row[k], seg_row[k] + 1))]
+            k_j = Signal(index_shape(K), name=f"lane{j}_segment")       # the segment it serves
+            start = Signal(index_shape(L), name=f"lane{j}_start")      # that segment's start lane
+            here = Signal(name=f"lane{j}_here")                         # in the start lane's row
+            row = Signal(row_shape, name=f"lane{j}_seg_row")            # the start lane's row
+            m.d.comb += [k_j.eq(Cat(*(plane[j] for plane in owner))),
+                         start.eq(_pick(seg_lane, k_j)), here.eq(start <= j),
+                         row.eq(_pick(seg_row, k_j)),
+                         lane_pos[j].eq(_pick(base, k_j) + Mux(here, j - start, j + L - start)),
+                         lane_row[j].eq(Mux(here, row, row + 1))]
 
         for c, port in enumerate(clients):
             mine = Signal(name=f"c{c}_granted")
@@ -667,11 +686,14 @@ class MemoryModel(wiring.Component):
         # Storage lanes.
         wline = [Signal(g.word_bits, name=f"wline{i}") for i in range(L)]
         if nw:
+            # the granted write client's line (a chain of word-wide multiplexers: a line is too
+            # wide for _pick); an index past the last client picks the last one
             wsel = Signal(index_shape(nw), name="wsel")
             sel_line = Signal(g.line_layout, name="wsel_line")
-            m.d.comb += [wsel.eq(grant_to - nr),
-                         sel_line.eq(_pick([self.write[i].data.payload.as_value()
-                                            for i in range(nw)], wsel))]
+            picked = self.write[nw - 1].data.payload.as_value()
+            for i in reversed(range(nw - 1)):
+                picked = Mux(wsel == i, self.write[i].data.payload.as_value(), picked)
+            m.d.comb += [wsel.eq(grant_to - nr), sel_line.eq(picked)]
             for i in range(L):
                 m.d.comb += wline[i].eq(sel_line[i])
         rdata = []
@@ -704,19 +726,27 @@ class MemoryModel(wiring.Component):
         m0 = meta("grant")
         m.d.comb += [m0["valid"].eq(grant & ~g_write), m0["client"].eq(grant_to),
                      m0["count"].eq(g_count), m0["last"].eq(g_last),
-                     m0["use"].eq(Cat(*lane_use))]
+                     m0["use"].eq(lane_use)]
         m.d.comb += [m0["pos"][j].eq(lane_pos[j]) for j in range(L)]
         cur = m0
         if lat >= 1:
             nxt = meta("s1")
             m.d.sync += [nxt[k].eq(cur[k]) for k in cur]
             cur = nxt
+        # Gather: word i of the line comes from the lane whose position is i (at most one: the
+        # positions of the used lanes are distinct). `dest[j]` is lane j's position one-hot;
+        # column i of those masks names the source lane, encoded a bit-plane at a time.
         line = Signal(g.line_layout, name="resp_line0")
+        dest = [Signal(L, name=f"resp_dest{j}") for j in range(L)]
+        m.d.comb += [dest[j].eq(Mux(cur["use"][j], Const(1, 1) << cur["pos"][j], 0))
+                     for j in range(L)]
         for i in range(L):
-            word = 0
-            for j in range(L):
-                word = word | Mux(cur["use"][j] & (cur["pos"][j] == i), rdata[j], 0)
-            m.d.comb += line[i].eq(word)
+            column = Signal(L, name=f"resp_word{i}_lanes")
+            source = Signal(index_shape(L), name=f"resp_word{i}_lane")
+            m.d.comb += [column.eq(Cat(*(dest[j][i] for j in range(L)))),
+                         source.eq(Cat(*(Cat(*(column[j] for j in range(L) if j >> b & 1),
+                                             Const(0, 1)).any() for b in range(pos_bits)))),
+                         line[i].eq(Mux(column.any(), _pick(rdata, source), 0))]
         for s in range(2, lat + 1):
             nxt = meta(f"s{s}")
             nline = Signal(g.line_layout, name=f"resp_line{s - 1}")
