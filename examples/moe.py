@@ -3,18 +3,19 @@
 Each of ``T`` tokens (a ``[1, D]`` row) is routed to ``k`` of ``E`` experts by a multi-hot
 selector; every expert is one matmul with a ``[D, N]`` weight. Partition sends each token to its
 experts; with **dynamic tiling** (the default) each expert packs all of its tokens into one tile
-of ``D_e`` rows (Promote + Accum RetileRow: ``D_e`` is data-dependent), loads its weight once per
-packed tile (a reference-driven LinearOffChipLoad: an expert that receives no token loads
-nothing), multiplies, packs the column tiles back into rows and unpacks them (RetileStreamify).
-Reassemble gathers each token's expert outputs in token order and an Accum sums them. With
-**static tiling** tokens are packed into padded tiles of ``rows`` (Reshape + RetileRow) and the
-padded rows are filtered after the matmul (the Reshape's padding flags), as in the paper's
-Listing 1.
+of ``D_e`` rows (Promote + Accum RetileRow: ``D_e`` is data-dependent, bounded by ``T``), loads its
+weight once per packed tile (a reference-driven LinearOffChipLoad: an expert that receives no
+token loads nothing), multiplies, packs the column tiles back into rows and unpacks them
+(RetileStreamify). Reassemble gathers each token's expert outputs in token order and an Accum sums
+them. With **static tiling** (``-p tiling=static``) tokens are packed into padded tiles of
+``rows`` (Reshape + RetileRow) and the padded rows are filtered after the matmul (the Reshape's
+padding flags), as in the paper's Listing 1.
 
-Defaults are what the hardware runs: static tiling, int16 tokens and weights, int32 sums
-(``stepforge run examples/moe.py``). Dynamic tiling multiplies tiles whose row count is
-data-dependent, which the reference interpreter runs (``-p tiling=dynamic``) and the PCU does not
-yet (its inputs are static tiles); ``-p dtype=fp32`` runs the float version against NumPy.
+Both tilings run in hardware (``stepforge run examples/moe.py [-p tiling=static]``) on int16
+tokens and weights with int32 sums. Dynamic tiling multiplies tiles whose row count is
+data-dependent: the PCU is built for the bound ``T`` and spends ``ceil(D_e * D * n /
+multipliers)`` cycles per weight tile, so it follows the actual tokens (``docs/compute.md``).
+``-p dtype=fp32`` runs the float version in the reference interpreter against NumPy.
 """
 
 import numpy as np
@@ -25,7 +26,7 @@ from stepforge import (Accum, Filter, Flatten, LinearOffChipLoad, LinearOffChipS
                        retile_row)
 
 
-def program(T=10, D=8, N=16, E=2, k=1, n=4, tiling="static", rows=4, dtype="int"):
+def program(T=10, D=8, N=16, E=2, k=1, n=4, tiling="dynamic", rows=4, dtype="int"):
     p = Program("moe")
     xt, yt = (int16, int32) if dtype == "int" else (fp32, fp32)
     X = p.tensor("X", (T, D), xt)

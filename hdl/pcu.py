@@ -82,6 +82,20 @@ class PCU(wiring.Component):
     appears ``ii`` cycles after its beat arrives. ``out.valid`` comes from a register (no path
     from ``out.ready``); the inputs' ``ready`` depends on their ``valid`` and on ``out.ready``.
 
+    **Dynamic rows.** Input tiles may have a dynamic (bounded) row count when the function is
+    *row-independent*: every value with dynamic rows has the inputs' one row count (inputs with
+    two different row symbols are refused), elementwise primitives combine it with tiles of the
+    same rows or with broadcast ``[1, C]`` rows and constants, row reductions keep it, and a
+    matmul's right operand is static (``a @ w``, ``a @ w.T``: only ``a`` has dynamic rows).
+    Columns are always static. The datapath is built for the bound; a primitive over dynamic rows
+    runs only the steps of the rows below the beat's count (``ceil(rows * C / lanes)``,
+    ``ceil(rows / lanes) * C``, ``ceil(rows * K * N / multipliers)``, at least 1: the matmul
+    orders its products row by row), so a beat costs :meth:`cycles` ``(rows)``, not ``ii``.
+    The output tile carries the count and zeros beyond it (the wire encoding). Lock-step inputs
+    whose counts differ raise ``ROW_MISMATCH``. ``retile_col`` over dynamic-row tiles keeps the
+    row count of a fibre's first element (a later element with another count raises
+    ``ROW_MISMATCH``); ``retile_row`` stacks each element's actual rows.
+
     **Modes.**
 
     * ``"map"``: one output beat per input beat: ``fn(x)`` (or ``fn(x0, x1, ...)`` over several
@@ -100,7 +114,8 @@ class PCU(wiring.Component):
     ``OVER_BOUND``.
 
     **Errors.** Lock-step inputs whose ``has_data``, ``stop`` or ``last`` differ raise
-    ``STOP_MISMATCH``; the unit then stops (no input is taken, no output is produced).
+    ``STOP_MISMATCH`` (dynamic row counts that differ: ``ROW_MISMATCH``); the unit then stops (no
+    input is taken, no output is produced).
 
     Integer arithmetic is bit-exact with :mod:`stepforge.sim.arith` (wrapping, int32 matmul
     sums, truncating division, the fixed-point ``exp``/``silu``/``rsqrt`` of
@@ -111,8 +126,8 @@ class PCU(wiring.Component):
     fn : TileFunction or callable
         The tile function (a Python callable is traced).
     in_types : ElemType or sequence of ElemType
-        Element type of each input port (``in0``, ``in1``, ...); static integer tiles or a
-        ``Tuple`` of them.
+        Element type of each input port (``in0``, ``in1``, ...); integer tiles (static columns,
+        static or dynamic rows) or a ``Tuple`` of them.
     rank : int
         Rank of the input streams.
     mode : str, default ``"map"``
@@ -141,13 +156,17 @@ class PCU(wiring.Component):
     out : ``Out(beat_signature(out_type, rank - b if mode == "accum" else rank))``
         Output beats.
     status : ``Out(StatusSignature)``
-        ``busy`` while an input is offered or a result waits; raises ``STOP_MISMATCH`` and
-        ``OVER_BOUND``.
+        ``busy`` while an input is offered or a result waits; raises ``STOP_MISMATCH``,
+        ``ROW_MISMATCH`` and ``OVER_BOUND``.
 
     Attributes
     ----------
     ii : int
-        Cycles per data beat when fully fed.
+        Cycles per data beat when fully fed (with dynamic rows: at the bound).
+    dyn_rows : sympy.Expr or None
+        The inputs' dynamic row count.
+    dyn_bound : int or None
+        Its bound.
     out_type : ElemType
         The output element type.
     out_rank : int
@@ -156,9 +175,9 @@ class PCU(wiring.Component):
     Raises
     ------
     ValueError
-        A float dtype, a non-tile element, a dynamic input tile, a bad mode, rank or ``b``, a
-        retiling function inside a larger function, or a result that is not the accumulator's
-        type.
+        A float dtype, a non-tile element, a dynamic column count, a function that is not
+        row-independent over dynamic rows, a bad mode, rank or ``b``, a retiling function inside
+        a larger function, or a result that is not the accumulator's type.
     """
 
     def __init__(self, fn, in_types, rank, *, mode="map", init=None, b=None, out_type=None,
@@ -189,7 +208,6 @@ class PCU(wiring.Component):
         if len(dyn) > 1:
             raise ValueError(f"PCU: inputs with different dynamic row counts ({', '.join(dyn.values())}); "
                              f"a row-independent function needs one row count")
-        #: The dynamic row count of the inputs (a symbol) and its bound, or ``None``.
         self.dyn_rows = next(iter(dyn), None)
         self.dyn_bound = None
         if self.dyn_rows is not None:

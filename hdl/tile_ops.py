@@ -17,8 +17,10 @@ exp silu rsqrt cast)
 In step ``c`` of an elementwise node, lane ``l`` computes element ``c * lanes + l`` (row-major).
 A row reduction's lane ``l`` folds row ``g * lanes + l`` one column per step, left to right. A
 matmul's multiplier ``u`` computes, in step ``c``, product number ``p = c * U + u`` of the
-sequence ordered ``k`` slowest (``p = k * M * N + i * N + j``); the products of a step are added
-to their outputs' running sums. Every arithmetic unit wraps like the reference
+sequence ordered ``k`` slowest (``p = k * M * N + i * N + j``), or ``i`` slowest when ``a`` has
+a dynamic row count (``p = i * K * N + k * N + j``); the products of a step are added to their
+outputs' running sums. A node over dynamic rows is built for the bound and needs only the first
+:meth:`~_Node.steps_for` ``(rows)`` steps (the PCU skips the rest). Every arithmetic unit wraps like the reference
 (:mod:`stepforge.sim.arith`): integer sums are modular, so the hardware's order of additions
 gives the same bits as the reference's sequential order.
 
