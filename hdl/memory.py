@@ -651,7 +651,8 @@ class MemoryModel(wiring.Component):
             here = Signal(name=f"lane{j}_here")                         # in the start lane's row
             row = Signal(row_shape, name=f"lane{j}_seg_row")            # the start lane's row
             m.d.comb += [k_j.eq(Cat(*(plane[j] for plane in owner))),
-                         start.eq(_pick(seg_lane, k_j)), here.eq(start <= j),
+                         start.eq(_pick(seg_lane, k_j)),
+                         here.eq(start <= j if j < L - 1 else 1),     # start <= L - 1 always
                          row.eq(_pick(seg_row, k_j)),
                          lane_pos[j].eq(_pick(base, k_j) + Mux(here, j - start, j + L - start)),
                          lane_row[j].eq(Mux(here, row, row + 1))]
