@@ -39,6 +39,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import warnings
 from functools import lru_cache
 from pathlib import Path
 
@@ -284,6 +285,14 @@ class UnitLibrary:
         text, _ = rtlil.convert_fragment(design, name=name, emit_src=False)
         return _Module(name, digest, clock, reset, rtlil_text=text)
 
+    def _store(self, modules):
+        if modules:
+            self.folder.mkdir(parents=True, exist_ok=True)
+        for module in modules:
+            _write(self.folder / f"{module.name}.v", module.text)
+            _write(self.folder / f"{module.name}.json", json.dumps(
+                {"fingerprint": module.digest, "clock": module.clock, "reset": module.reset}))
+
     def convert(self, top, name="top"):
         """The Verilog of ``top`` (an Amaranth component whose units are :meth:`instance` s of
         this library) followed by every module it instantiates.
@@ -302,13 +311,13 @@ class UnitLibrary:
             self._run = None
         new = [m for m in self._used.values() if m.text is None]
         groups = split_modules(verilog)
-        if new:
-            self.folder.mkdir(parents=True, exist_ok=True)
         for module in new:
             module.text, module.rtlil_text = groups[module.name], None
-            _write(self.folder / f"{module.name}.v", module.text)
-            _write(self.folder / f"{module.name}.json", json.dumps(
-                {"fingerprint": module.digest, "clock": module.clock, "reset": module.reset}))
+        try:
+            self._store(new)
+        except OSError as exc:      # an unwritable cache costs the next compile time, not this one
+            warnings.warn(f"the unit cache {self.folder} cannot be written ({exc}); the next "
+                          "compile converts these units again", stacklevel=2)
         self.misses = len(new)
         self.hits = len(self._used) - len(new)
         return groups[name] + "".join(self._used[n].text for n in sorted(self._used))

@@ -150,3 +150,12 @@ def test_separate_and_flat_runs_agree(name, params, monkeypatch):
     for key in sep.tensors:
         assert np.array_equal(sep.tensors[key], flat.tensors[key])
     assert repr(sep.outputs) == repr(flat.outputs)
+
+
+def test_an_unwritable_cache_only_warns(tmp_path):
+    folder = tmp_path / "units"
+    folder.write_text("a file where the folder should be")
+    with pytest.warns(UserWarning, match="cannot be written"):
+        library, text = convert(example(), folder)
+    _, expected = convert(example(), tmp_path / "fresh")
+    assert library.misses > 0 and text == expected
