@@ -1,17 +1,21 @@
 """The generic cocotb testbench of a compiled program (a :class:`~stepforge.hdl.system.System`).
 
-Driven entirely by a job file (JSON, path in ``STEPFORGE_JOB``) written by
+The toplevel is the System in its simulation shell (:mod:`stepforge.sim.shell`): the shell makes
+the clock, and every input the testbench writes reaches the System ``input_latency`` rising edges
+late. Driven entirely by a job file (JSON, path in ``STEPFORGE_JOB``) written by
 :mod:`stepforge.sim.rtl`::
 
     {"preload": [[word address, [word, ...]], ...],   # memory contents before the run
      "readback": {name: [word address, word count]},  # regions to read after the run
      "csrs": {name: address},                          # CSRs to read after the run
      "watchdog": int, "stall": bool, "max_cycles": int,
+     "input_latency": int, "period_ns": int,           # the shell's (1 cycle, 10 ns)
      "result": "path.json"}                            # where the results go
 
 The testbench resets the design, fills the memory through the debug back door (one word per
 cycle, before the run, so Python is not in the loop of the run itself), starts the run, waits
-for ``done``, ``error`` or ``deadlock`` without visiting every cycle, and writes
+for ``done``, ``error`` or ``deadlock`` without visiting every cycle, reads the CSRs and the
+read-back regions (one address per cycle, pipelined) and writes
 ``{"status", "run_seconds", "readback": {name: [words]}, "csrs": {name: value}}`` (``run_seconds``:
 wall time from start to the end of the run, without preload and read-back).
 """
@@ -21,7 +25,6 @@ import os
 import time
 
 import cocotb
-from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, First, ReadOnly, RisingEdge, Timer
 
 JOB_ENV = "STEPFORGE_JOB"
@@ -37,28 +40,20 @@ async def _write_words(dut, preload):
     dut.debug__we.value = 0
 
 
-async def _read_words(dut, base, count):
-    """``count`` words from ``base``: the debug port answers each read in the next cycle."""
+async def _read_pipelined(dut, addr, data, addresses, latency, valid=None):
+    """Read ``addresses`` through a port that answers ``latency`` rising edges after an address is
+    written, one address per cycle; ``valid`` (a signal), when given, must be high with the data."""
     out = []
-    dut.debug__re.value = 1
-    for i in range(count):
-        dut.debug__addr.value = base + i
+    for i in range(len(addresses) + latency - 1 if addresses else 0):
+        addr.value = addresses[min(i, len(addresses) - 1)]
         await RisingEdge(dut.clk)
         await ReadOnly()
-        assert int(dut.debug__rvalid.value), f"no read data for word {base + i}"
-        out.append(int(dut.debug__rdata.value))
+        if i >= latency - 1:
+            k = i - latency + 1
+            assert valid is None or int(valid.value), f"no read data for address {addresses[k]}"
+            out.append(int(data.value))
         await Timer(1, unit="ps")
-    dut.debug__re.value = 0
     return out
-
-
-async def _read_csr(dut, addr):
-    dut.csr_addr.value = addr
-    await RisingEdge(dut.clk)
-    await ReadOnly()
-    value = int(dut.csr_rdata.value)
-    await Timer(1, unit="ps")
-    return value
 
 
 @cocotb.test()
@@ -66,7 +61,7 @@ async def run_program(dut):
     """Preload, run to completion (or error, or deadlock), read back results and counters."""
     with open(os.environ[JOB_ENV]) as f:
         job = json.load(f)
-    Clock(dut.clk, 10, unit="ns").start()
+    latency = 1 + job["input_latency"]  # the debug port and the CSRs answer one edge later
     dut.start.value = 0
     dut.stall_enable.value = int(bool(job.get("stall")))
     dut.watchdog.value = job.get("watchdog", 0)
@@ -85,7 +80,8 @@ async def run_program(dut):
     dut.start.value = 0
     ended = First(RisingEdge(dut.done), RisingEdge(dut.error), RisingEdge(dut.deadlock))
     # a single timer, not ClockCycles: counting edges would wake Python every cycle
-    timeout = Timer(10 * job.get("max_cycles", 50_000_000), unit="ns")
+    cycles = job.get("max_cycles", 50_000_000) + job["input_latency"]
+    timeout = Timer(job["period_ns"] * cycles, unit="ns")
     await First(ended, timeout)
     run_seconds = time.perf_counter() - t0
     await RisingEdge(dut.clk)
@@ -93,9 +89,15 @@ async def run_program(dut):
         "deadlock" if dut.deadlock.value else "timeout"
 
     result = {"status": status, "readback": {}, "csrs": {}, "run_seconds": run_seconds}
-    for name, addr in job["csrs"].items():
-        result["csrs"][name] = await _read_csr(dut, addr)
+    names = list(job["csrs"])
+    values = await _read_pipelined(dut, dut.csr_addr, dut.csr_rdata,
+                                   [job["csrs"][n] for n in names], latency)
+    result["csrs"] = dict(zip(names, values))
+    dut.debug__re.value = 1
     for name, (base, count) in job["readback"].items():
-        result["readback"][name] = await _read_words(dut, base, count)
+        result["readback"][name] = await _read_pipelined(
+            dut, dut.debug__addr, dut.debug__rdata, list(range(base, base + count)), latency,
+            valid=dut.debug__rvalid)
+    dut.debug__re.value = 0
     with open(job["result"], "w") as f:
         json.dump(result, f)

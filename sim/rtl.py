@@ -1,11 +1,12 @@
 """Running a compiled program cycle-accurately: Verilog through Verilator, driven by cocotb.
 
 :func:`run_rtl` lowers a program (:func:`~stepforge.compiler.lower.lower`), builds its
-:class:`~stepforge.hdl.system.System`, converts it to Verilog, builds it with Verilator (cached
-by a hash of the Verilog; see :mod:`stepforge.sim.verilator`), runs the generic testbench
-:mod:`stepforge.cocotb_tests.system_tb` on a job file (memory preload, read-back regions, CSRs)
-and decodes what comes back: output tensors, output streams (as tokens), the run's status and
-every counter. :class:`RTLResult` holds them; :func:`deadlock_report` and
+:class:`~stepforge.hdl.system.System`, converts it to Verilog, builds it in its simulation shell
+(:mod:`stepforge.sim.shell`: a Verilog clock, registered inputs, only the ports public) with
+Verilator (cached by a hash of the Verilog; see :mod:`stepforge.sim.verilator`), runs the generic
+testbench :mod:`stepforge.cocotb_tests.system_tb` on a job file (memory preload, read-back
+regions, CSRs) and decodes what comes back: output tensors, output streams (as tokens), the run's
+status and every counter. :class:`RTLResult` holds them; :func:`deadlock_report` and
 :func:`error_report` turn a stuck or failed run into words.
 """
 
@@ -22,6 +23,7 @@ from ..hdl.beat import pack_beat, unpack_beat
 from ..hdl.memory import array_from_bytes, array_to_bytes
 from ..hdl.system import System
 from . import verilator
+from .shell import shell
 from .tokens import from_beats, from_nested, to_beats
 
 __all__ = ["RTLResult", "compile_program", "run_rtl", "deadlock_report", "error_report"]
@@ -140,7 +142,9 @@ def run_rtl(program, tensors=None, inputs=None, *, config=None, depths=None, sta
     g = hw.geometry
     t0 = time.perf_counter()
     say(f"building with Verilator ({len(text.splitlines())} lines of Verilog)")
-    build_dir = verilator.build(text, "top", waves=waves)
+    sim = shell(text)
+    build_dir = verilator.build(text + sim.verilog, sim.name, build_args=sim.build_args,
+                                control=sim.control, waves=waves)
     timings["build"] = time.perf_counter() - t0
 
     layouts = {e.stream: e.layout for e in hw.edges}
@@ -167,11 +171,12 @@ def run_rtl(program, tensors=None, inputs=None, *, config=None, depths=None, sta
     work.mkdir(parents=True, exist_ok=True)
     job = {"preload": preload, "readback": readback, "csrs": system.csr_map,
            "watchdog": watchdog, "stall": bool(stall), "max_cycles": max_cycles,
+           "input_latency": sim.input_latency, "period_ns": sim.period_ns,
            "result": str(work / "result.json")}
     (work / "job.json").write_text(json.dumps(job))
     t0 = time.perf_counter()
     say("simulating")
-    ntests, nfailed = verilator.run(build_dir, "top", "stepforge.cocotb_tests.system_tb",
+    ntests, nfailed = verilator.run(build_dir, sim.name, "stepforge.cocotb_tests.system_tb",
                                     test_dir=work, extra_env={"STEPFORGE_JOB": str(work / "job.json"),
                                                               "COCOTB_LOG_LEVEL": "WARNING"},
                                     waves=waves)

