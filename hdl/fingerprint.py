@@ -60,6 +60,9 @@ class Fingerprint:
 
 
 class _Walk:
+    """The canonical serialization, hashed as it goes; iterative (an explicit stack), so a deep
+    expression (a long chain of additions) cannot exhaust Python's recursion limit."""
+
     def __init__(self):
         self.hash = hashlib.sha256()
         self.memo = {}          # id(object) -> its number
@@ -72,21 +75,29 @@ class _Walk:
         self.hash.update(text.encode())
         self.hash.update(b"\x1f")
 
-    def value(self, obj):
+    def walk(self, root):
+        stack = [(False, root)]           # (True, text to emit) or (False, object to expand)
+        while stack:
+            is_text, item = stack.pop()
+            if is_text:
+                self.emit(item)
+            else:
+                self.expand(item, stack)
+
+    def expand(self, obj, stack):
+        """Emit ``obj``'s header and push its parts (last first) for the walk to visit."""
         t = type(obj)
         if t in _PLAIN:
             self.emit(f"{t.__name__}:{obj!r}")
         elif isinstance(obj, (list, tuple)):
             self.emit(f"{t.__name__}[{len(obj)}")
-            for item in obj:
-                self.value(item)
-            self.emit("]")
+            stack.append((True, "]"))
+            stack.extend((False, item) for item in reversed(obj))
         elif isinstance(obj, dict):
             self.emit(f"{t.__name__}{{{len(obj)}")
-            for key, item in obj.items():
-                self.value(key)
-                self.value(item)
-            self.emit("}")
+            stack.append((True, "}"))
+            for key, item in reversed(obj.items()):
+                stack += ((False, item), (False, key))
         elif isinstance(obj, (set, frozenset)):
             if not all(type(item) in _PLAIN for item in obj):
                 raise TypeError(f"cannot fingerprint a set of objects (no fixed order): {obj!r}")
@@ -99,11 +110,11 @@ class _Walk:
         elif isinstance(obj, (types.FunctionType, types.BuiltinFunctionType, types.MethodType)):
             self.emit(f"function:{obj.__module__}.{obj.__qualname__}")
         elif t.__module__.startswith("amaranth."):
-            self.amaranth_object(obj)
+            self.amaranth_object(obj, stack)
         else:
             raise TypeError(f"cannot fingerprint {obj!r} of type {t.__module__}.{t.__qualname__}")
 
-    def amaranth_object(self, obj):
+    def amaranth_object(self, obj, stack):
         number = self.memo.get(id(obj))
         if number is not None:
             self.emit(f"@{number}")
@@ -117,22 +128,17 @@ class _Walk:
         self.emit(f"{t.__module__}.{t.__qualname__}(")
         if isinstance(obj, Switch):
             # each case's source location is the third member of its tuple
-            self.value(obj.test)
-            self.value([(patterns, stmts) for patterns, stmts, _src_loc in obj.cases])
-        elif isinstance(obj, Fragment):
-            self.domains.update(obj.statements)
-            self.domains.update(obj.domains)
-            for name in self.names(obj):
-                if name != "subfragments":
-                    self.emit(name)
-                    self.value(getattr(obj, name))
-            self.emit("subfragments")
-            self.value([(sub, name) for sub, name, _src_loc in obj.subfragments])
+            fields = {"test": obj.test,
+                      "cases": [(patterns, stmts) for patterns, stmts, _src_loc in obj.cases]}
         else:
-            for name in self.names(obj):
-                self.emit(name)
-                self.value(getattr(obj, name))
-        self.emit(")")
+            fields = {name: getattr(obj, name) for name in self.names(obj)}
+            if isinstance(obj, Fragment):
+                self.domains.update(obj.statements)
+                self.domains.update(obj.domains)
+                fields["subfragments"] = [(sub, name) for sub, name, _src_loc in obj.subfragments]
+        stack.append((True, ")"))
+        for name, value in reversed(fields.items()):
+            stack += ((False, value), (True, name))
 
     def names(self, obj):
         present = tuple(vars(obj))
@@ -167,6 +173,6 @@ def fingerprint(fragment, ports, *, salt=()):
     walk = _Walk()
     for part in salt:
         walk.emit(f"salt:{part}")
-    walk.value([(name, value, direction.value) for name, (value, direction) in ports.items()])
-    walk.value(fragment)
+    walk.walk([(name, value, direction.value) for name, (value, direction) in ports.items()])
+    walk.walk(fragment)
     return Fingerprint(walk.hash.hexdigest(), frozenset(walk.domains), walk.reads_reset)

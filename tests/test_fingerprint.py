@@ -174,3 +174,14 @@ def test_fingerprints_are_the_same_in_another_process():
                            check=True).stdout.strip()
     Signal(4, name="shifts_the_unique_ids")
     assert other == digest(StreamFIFO(beat_layout(Tile(int32, 2, 2), 2), 3))
+
+
+def test_a_deep_expression_does_not_exhaust_the_recursion_limit():
+    m = Module()
+    x, out = Signal(8, name="x"), Signal(8, name="out")
+    chain = x
+    for _ in range(sys.getrecursionlimit() // 2):      # as deep as Amaranth itself goes
+        chain = chain + 1
+    m.d.comb += out.eq(chain)
+    fragment = Fragment.get(m, None)
+    assert fingerprint(fragment, {}).digest != fingerprint(Fragment.get(Module(), None), {}).digest
