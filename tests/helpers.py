@@ -1,8 +1,22 @@
-"""Helpers shared by the tests: run one operator on nested-list inputs."""
+"""Helpers shared by the tests: the example programs at small sizes, and one operator run on
+nested-list inputs."""
+
+from pathlib import Path
 
 from stepforge.compiler.graph import Program
 from stepforge.compiler.types import Index
 from stepforge.sim.interpreter import run
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+# the dense examples at small sizes: the Verilog (and so the Verilator build) is the same as at
+# full size; each suite adds the MoE variant it needs
+SMALL_DENSE = [
+    ("matmul", {"M": 8, "K": 8, "N": 8}),
+    ("gemv", {"K": 16, "N": 8}),
+    ("elementwise", {"M": 8, "N": 8}),
+    ("swiglu", {"B": 8, "H": 8, "I": 8}),
+]
 
 
 def run_op(build, *inputs, dtype=Index(), shapes=None):

@@ -1,7 +1,6 @@
 """Whole programs through Verilator: bit-exact with the interpreter, traffic equal to the symbolic
 model, identical under random stalls; errors and deadlocks end the run with a report."""
 
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,16 +15,9 @@ from stepforge.sim.rtl import compile_program, deadlock_report, error_report, ru
 from stepforge.sim.tokens import to_nested
 from stepforge.sim.values import values_equal
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+from .helpers import EXAMPLES, SMALL_DENSE
 
-# small sizes: the Verilog (and so the build) is the same as at full size
-CASES = [
-    ("matmul", {"M": 8, "K": 8, "N": 8}),
-    ("gemv", {"K": 16, "N": 8}),
-    ("elementwise", {"M": 8, "N": 8}),
-    ("swiglu", {"B": 8, "H": 8, "I": 8}),
-    ("moe", {"T": 6, "tiling": "static"}),   # dynamic tiling: test_moe_dynamic
-]
+CASES = SMALL_DENSE + [("moe", {"T": 6, "tiling": "static"})]   # dynamic tiling: test_moe_dynamic
 
 
 def check_example(name, params, stall):

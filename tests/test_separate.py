@@ -3,7 +3,6 @@ not used, and a separately compiled system runs exactly like the flat one in Ver
 
 import functools
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,14 +17,9 @@ from stepforge.loader import load
 from stepforge.sim import rtl
 from stepforge.sim.separate import UnitLibrary, split_modules
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-CASES = [
-    ("matmul", {"M": 8, "K": 8, "N": 8}),
-    ("gemv", {"K": 16, "N": 8}),
-    ("elementwise", {"M": 8, "N": 8}),
-    ("swiglu", {"B": 8, "H": 8, "I": 8}),
-    ("moe", {"T": 6}),
-]
+from .helpers import EXAMPLES, SMALL_DENSE
+
+CASES = SMALL_DENSE + [("moe", {"T": 6})]
 
 
 def convert(program, folder):

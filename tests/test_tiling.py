@@ -4,8 +4,6 @@ The rewritten program must compute exactly what the STeP program computes (integ
 float sums within rounding) with exactly its off-chip traffic, and run bit-exact in Verilator.
 """
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -20,7 +18,8 @@ from stepforge.loader import load
 from stepforge.sim.interpreter import run
 from stepforge.sim.rtl import run_rtl
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+from .helpers import EXAMPLES
+
 SIM = HardwareConfig.sim()      # 4 x 4 hardware tiles
 
 CASES = [
