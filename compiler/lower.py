@@ -24,7 +24,7 @@ from .dims import fmt_shape
 from .errors import LoweringError
 from .graph import Program
 from .passes import insert_broadcasts, tie_off
-from .tiling import TilingError, needs_tiling, tile_for_hardware
+from .tiling import TilingError, tile_for_hardware
 from .types import Tile
 
 __all__ = ["BUILDERS", "builds", "UnitInstance", "EdgeInstance", "HardwareGraph", "lower",
@@ -323,9 +323,11 @@ def lower(program, config=None, *, depths=None, memory_slack_bytes=0, tiling="au
     if tiling not in ("auto", "on", "off"):
         raise ValueError(f"lower(): tiling must be 'auto', 'on' or 'off', not {tiling!r}")
     note = "off" if tiling == "off" else "not needed"
-    if tiling != "off" and needs_tiling(program, config):
+    if tiling != "off":
         try:
-            program, note = tile_for_hardware(program, config), "applied"
+            tiled = tile_for_hardware(program, config)    # ``program`` itself when every tile fits
+            if tiled is not program:
+                program, note = tiled, "applied"
         except TilingError as e:
             if tiling == "on":
                 raise
