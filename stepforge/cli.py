@@ -12,8 +12,8 @@ from .loader import load
 
 
 def _trace(args):
-    from .loader import load_trace
-    return load_trace(args.trace) if getattr(args, "trace", None) else None
+    """The trace of ``--trace`` (read once, in :func:`main`), or None."""
+    return getattr(args, "trace_data", None)
 
 
 def _params(args):
@@ -130,6 +130,9 @@ def main(argv=None):
     c.add_argument("-o", "--output", required=True)
     c.add_argument("--config", choices=["sim", "ice40", "ecp5"], default="sim")
     args = parser.parse_args(argv)
+    if getattr(args, "trace", None):
+        from .loader import load_trace
+        args.trace_data = load_trace(args.trace)
     from .compiler.errors import StepError
     try:
         return args.fn(args)
