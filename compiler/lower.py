@@ -311,7 +311,6 @@ def lower(program, config=None, *, depths=None, memory_slack_bytes=0, tiling="au
     HardwareGraph
     """
     from ..hdl.beat import beat_layout
-    from ..hdl.beat_io import words_per_beat
     from ..hdl.config import HardwareConfig
     from ..hdl.memory import MemoryGeometry
     from . import lower_units  # noqa: F401 (registers the builders)

@@ -125,7 +125,7 @@ def _random_store(node, lc):
 
 def _streamify_readers(node):
     """The Streamify nodes that replay the buffers of Bufferize ``node``, through Broadcasts."""
-    from .ops.routing import Broadcast, EagerMerge, Parallelize, Partition, Reassemble
+    from .ops.routing import Broadcast
     cons = node.program.consumers()
     found, stack = [], [node.outputs[0]]
     while stack:

@@ -7,8 +7,8 @@ from amaranth.lib.wiring import In, Out
 from ..compiler.types import Index, Select, Tile
 from .beat import INDEX_BITS, beat_signature, stop_width
 from .lockstep import LockStep
-from .retile import FlatMapOutput, PieceGenerator, check_rank
-from .unit import ErrorCode, StatusSignature
+from .retile import FlatMapOutput, PieceGenerator
+from .unit import ErrorCode, StatusSignature, check_int
 
 __all__ = ["AddrGenUnit"]
 
@@ -64,7 +64,7 @@ class AddrGenUnit(wiring.Component):
         shape, strides = tuple(shape), tuple(strides)
         self.elem_type, self.rank = elem_type, rank
         self.shape, self.strides, self.scale, self.offset = shape, strides, scale, offset
-        check_rank("AddrGenUnit", rank)
+        check_int("AddrGenUnit", "rank", rank, 0)
         if not shape or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1
                                 for d in shape):
             raise ValueError(f"AddrGenUnit needs a shape of positive ints, not {list(shape)}")

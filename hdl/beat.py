@@ -49,7 +49,7 @@ from collections.abc import Mapping
 
 import ml_dtypes
 import numpy as np
-from amaranth.hdl import Shape, signed, unsigned
+from amaranth.hdl import Const, Shape, Value, signed, unsigned
 from amaranth.lib import data, stream
 
 from ..compiler.types import Bool, Buffer, DType, ElemType, Index, Select, Tile, Tuple
@@ -57,7 +57,7 @@ from ..sim.tokens import Beat
 
 __all__ = [
     "INDEX_BITS", "BUFFER_ID_BITS",
-    "stop_width", "dtype_shape", "element_layout", "beat_layout", "beat_signature",
+    "stop_width", "stop_above", "dtype_shape", "element_layout", "beat_layout", "beat_signature",
     "pack_element", "unpack_element", "pack_beat", "unpack_beat",
 ]
 
@@ -85,6 +85,13 @@ def stop_width(rank):
     if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
         raise ValueError(f"a stream rank must be an int >= 0, not {rank!r}")
     return max(1, rank.bit_length())
+
+
+def stop_above(stop, limit):
+    """``stop > limit`` as a signal, or a constant 0 when the stop field cannot hold a level above
+    ``limit`` (a unit's check for stops beyond its stream's rank)."""
+    width = Value.cast(stop).shape().width
+    return stop > limit if (1 << width) - 1 > limit else Const(0)
 
 
 def dtype_shape(dtype):

@@ -6,7 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from .beat import beat_layout, beat_signature
 from .fifo import StreamFIFO
-from .unit import StatusSignature
+from .unit import StatusSignature, check_int
 
 __all__ = ["BroadcastUnit"]
 
@@ -52,12 +52,9 @@ class BroadcastUnit(wiring.Component):
     """
 
     def __init__(self, elem_type, rank, n, *, depth=2, row_bound=None):
-        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
-            raise ValueError(f"BroadcastUnit needs an int rank >= 0, not {rank!r}")
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"BroadcastUnit needs an int n >= 1, not {n!r}")
-        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
-            raise ValueError(f"BroadcastUnit needs an int depth >= 1, not {depth!r}")
+        check_int("BroadcastUnit", "rank", rank, 0)
+        check_int("BroadcastUnit", "n", n, 1)
+        check_int("BroadcastUnit", "depth", depth, 1)
         self.elem_type, self.rank, self.n, self.depth = elem_type, rank, n, depth
         self._layout = beat_layout(elem_type, rank, row_bound=row_bound)
         members = {"in0": In(beat_signature(elem_type, rank, row_bound=row_bound))}

@@ -1,19 +1,15 @@
 """EagerMerge as hardware: forward whole chunks from whichever input has one, name the source."""
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
+from amaranth.hdl import Cat, Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..compiler.types import Select
-from .beat import beat_signature
-from .unit import ErrorCode, StatusSignature, raise_error
+from .beat import beat_signature, stop_above
+from .mux import one_hot_mux
+from .unit import ErrorCode, StatusSignature, check_int, raise_error
 
 __all__ = ["EagerMergeUnit"]
-
-
-def _check_int(name, value, lo):
-    if isinstance(value, bool) or not isinstance(value, int) or value < lo:
-        raise ValueError(f"EagerMergeUnit needs {name} >= {lo}, not {value!r}")
 
 
 class EagerMergeUnit(wiring.Component):
@@ -85,8 +81,8 @@ class EagerMergeUnit(wiring.Component):
 
     def __init__(self, elem_type, n, b, *, row_bound=None):
         self.elem_type, self.n, self.b, self._row_bound = elem_type, n, b, row_bound
-        _check_int("n", n, 1)
-        _check_int("b", b, 0)
+        check_int("EagerMergeUnit", "n", n, 1)
+        check_int("EagerMergeUnit", "b", b, 0)
         members = {f"in{j}": In(beat_signature(elem_type, b, row_bound=row_bound))
                    for j in range(n)}
         members["data"] = Out(beat_signature(elem_type, b, row_bound=row_bound))
@@ -146,10 +142,8 @@ class EagerMergeUnit(wiring.Component):
         m.d.comb += grant.eq(Mux(locked, owner, pick))
 
         # -- the granted input's beat (AND-OR multiplexer over the one-hot grant) -------------
-        width = Value.cast(ins[0].payload).shape().width
         x = Signal(Value.cast(ins[0].payload).shape(), name="x_payload")
-        m.d.comb += x.eq(_or_all([Value.cast(p.payload) & grant[j].replicate(width)
-                                  for j, p in enumerate(ins)]))
+        m.d.comb += x.eq(one_hot_mux(grant, [p.payload.as_value() for p in ins]))
         x_view = do.payload.shape()(x)
         x_valid = Signal(name="x_valid")
         m.d.comb += x_valid.eq((grant & Cat(p.valid for p in ins)).any())
@@ -161,7 +155,7 @@ class EagerMergeUnit(wiring.Component):
         f_early = Signal(name="f_early")
         in_bad = Signal(n, name="in_bad_stop")
         for j, p in enumerate(ins):
-            m.d.comb += in_bad[j].eq(p.valid & _above(p.payload.stop, b))
+            m.d.comb += in_bad[j].eq(p.valid & stop_above(p.payload.stop, b))
         m.d.comb += [
             bad_stop.eq(in_bad.any()),
             f_early.eq(~bad_stop & x_valid & x_view.last & ~ends),
@@ -241,16 +235,3 @@ class EagerMergeUnit(wiring.Component):
             status.stall_out.eq((do.valid & ~do.ready) | (so.valid & ~so.ready)),
         ]
         return m
-
-
-def _or_all(values):
-    result = values[0]
-    for v in values[1:]:
-        result = result | v
-    return result
-
-
-def _above(stop, limit):
-    """``stop > limit``, or a constant 0 when the stop field cannot hold a level above ``limit``."""
-    width = Value.cast(stop).shape().width
-    return stop > limit if (1 << width) - 1 > limit else Const(0)

@@ -5,7 +5,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .beat import beat_signature
-from .unit import ErrorCode, StatusSignature, raise_error
+from .unit import ErrorCode, StatusSignature, check_int, raise_error
 
 __all__ = ["ExpandUnit"]
 
@@ -66,8 +66,7 @@ class ExpandUnit(wiring.Component):
     """
 
     def __init__(self, elem_type, ref_type, rank, b, *, row_bound=None):
-        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
-            raise ValueError(f"ExpandUnit needs an int rank >= 1, not {rank!r}")
+        check_int("ExpandUnit", "rank", rank, 1)
         if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= rank:
             raise ValueError(f"ExpandUnit needs 1 <= b <= rank, got b={b!r}, rank={rank}")
         self.elem_type, self.ref_type, self.rank, self.b = elem_type, ref_type, rank, b
@@ -99,7 +98,6 @@ class ExpandUnit(wiring.Component):
         d_elem = Signal(name="d_elem")    # an unconsumed data element heads ``in0``
         cur_ok = Signal(name="cur_ok")    # a current element exists
         d_bare = Signal(name="d_bare")    # ``in0`` holds a bare Done
-        d_early = Signal(name="d_early")  # a stop-only data beat would be the element's stop
         m.d.comb += [
             d_elem.eq(d.valid & ~d_tail & ~have_cur & D.has_data),
             cur_ok.eq(have_cur | d_elem),

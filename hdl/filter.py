@@ -7,8 +7,8 @@ from amaranth.lib.wiring import In, Out
 from ..compiler.types import Bool
 from .beat import beat_signature, stop_width
 from .lockstep import LockStep
-from .retile import FlatMapOutput, PieceGenerator, check_rank
-from .unit import StatusSignature
+from .retile import FlatMapOutput, PieceGenerator
+from .unit import StatusSignature, check_int
 
 __all__ = ["FilterUnit"]
 
@@ -55,7 +55,7 @@ class FilterUnit(wiring.Component):
 
     def __init__(self, elem_type, rank, *, keep=True, row_bound=None):
         self.elem_type, self.rank, self.keep = elem_type, rank, bool(keep)
-        check_rank("FilterUnit", rank)
+        check_int("FilterUnit", "rank", rank, 0)
         super().__init__({
             "in0": In(beat_signature(elem_type, rank, row_bound=row_bound)),
             "flags": In(beat_signature(Bool(), rank)),

@@ -1,20 +1,13 @@
 """Parallelize as hardware: deal rank-``b`` chunks round-robin over ``n`` outputs."""
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
+from amaranth.hdl import Cat, Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .beat import beat_signature
-from .unit import ErrorCode, StatusSignature, raise_error
+from .beat import beat_signature, stop_above
+from .unit import ErrorCode, StatusSignature, check_int, raise_error
 
 __all__ = ["ParallelizeUnit"]
-
-
-def _check_int(name, value, lo, hi=None):
-    if isinstance(value, bool) or not isinstance(value, int) or value < lo \
-            or (hi is not None and value > hi):
-        rng = f"{lo}..{hi}" if hi is not None else f">= {lo}"
-        raise ValueError(f"ParallelizeUnit needs {name} in {rng}, not {value!r}")
 
 
 class ParallelizeUnit(wiring.Component):
@@ -80,9 +73,9 @@ class ParallelizeUnit(wiring.Component):
     def __init__(self, elem_type, rank, n, b, *, row_bound=None):
         self.elem_type, self.rank, self.n, self.b = elem_type, rank, n, b
         self._row_bound = row_bound
-        _check_int("rank", rank, 0)
-        _check_int("n", n, 1)
-        _check_int("b", b, 0, rank)
+        check_int("ParallelizeUnit", "rank", rank, 0)
+        check_int("ParallelizeUnit", "n", n, 1)
+        check_int("ParallelizeUnit", "b", b, 0, rank)
         members = {"in0": In(beat_signature(elem_type, rank, row_bound=row_bound))}
         for i in range(n):
             members[f"out{i}"] = Out(beat_signature(elem_type, b, row_bound=row_bound))
@@ -127,7 +120,7 @@ class ParallelizeUnit(wiring.Component):
         bad_stop = Signal(name="bad_stop")
         f_early = Signal(name="f_early")
         m.d.comb += [
-            bad_stop.eq(self.in0.valid & ~done & _above(d.stop, rank)),
+            bad_stop.eq(self.in0.valid & ~done & stop_above(d.stop, rank)),
             f_early.eq(self.in0.valid & ~done & ~bad_stop & d.last & ~ends
                        & (~bare | in_chunk) if b > 0 else 0),
         ]
@@ -174,9 +167,3 @@ class ParallelizeUnit(wiring.Component):
             status.stall_out.eq(Cat(o.valid & ~o.ready for o in outs).any()),
         ]
         return m
-
-
-def _above(stop, limit):
-    """``stop > limit``, or a constant 0 when the stop field cannot hold a level above ``limit``."""
-    width = Value.cast(stop).shape().width
-    return stop > limit if (1 << width) - 1 > limit else Const(0)

@@ -1,21 +1,14 @@
 """Partition as hardware: route each rank-``b`` chunk to the outputs its selector element names."""
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
+from amaranth.hdl import Cat, Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..compiler.types import Select
-from .beat import beat_signature
-from .unit import ErrorCode, StatusSignature, raise_error
+from .beat import beat_signature, stop_above
+from .unit import ErrorCode, StatusSignature, check_int, raise_error
 
 __all__ = ["PartitionUnit"]
-
-
-def _check_int(name, value, lo, hi=None):
-    if isinstance(value, bool) or not isinstance(value, int) or value < lo \
-            or (hi is not None and value > hi):
-        rng = f"{lo}..{hi}" if hi is not None else f">= {lo}"
-        raise ValueError(f"PartitionUnit needs {name} in {rng}, not {value!r}")
 
 
 class PartitionUnit(wiring.Component):
@@ -103,9 +96,9 @@ class PartitionUnit(wiring.Component):
     def __init__(self, elem_type, rank, n, b, *, row_bound=None):
         self.elem_type, self.rank, self.n, self.b = elem_type, rank, n, b
         self._row_bound = row_bound
-        _check_int("rank", rank, 0)
-        _check_int("n", n, 1)
-        _check_int("b", b, 0, rank)
+        check_int("PartitionUnit", "rank", rank, 0)
+        check_int("PartitionUnit", "n", n, 1)
+        check_int("PartitionUnit", "b", b, 0, rank)
         members = {
             "in0": In(beat_signature(elem_type, rank, row_bound=row_bound)),
             "select": In(beat_signature(Select(n), rank - b)),
@@ -187,7 +180,7 @@ class PartitionUnit(wiring.Component):
                 m.d.comb += mismatch.eq(d.has_data | (d.stop != cur_k))
         fault = Signal(name="fault")
         m.d.comb += [
-            bad_stop.eq(self.in0.valid & (phase_chunk | phase_tail) & _above(d.stop, rank)),
+            bad_stop.eq(self.in0.valid & (phase_chunk | phase_tail) & stop_above(d.stop, rank)),
             f_early.eq(self.in0.valid & phase_chunk & ~bad_stop & early),
             f_mismatch.eq(self.in0.valid & phase_chunk & ~bad_stop & ~early & mismatch),
             f_leftover.eq(self.in0.valid & phase_tail & ~bad_stop & ~bare),
@@ -239,7 +232,7 @@ class PartitionUnit(wiring.Component):
         m.d.comb += [
             advance.eq(d_fire & (ends | ~cur_elem)),
             self.select.ready.eq((~cur_valid | advance) & ~sel_done & ~err),
-            f_sel_stop.eq(self.select.valid & self.select.ready & _above(s.stop, rank - b)),
+            f_sel_stop.eq(self.select.valid & self.select.ready & stop_above(s.stop, rank - b)),
         ]
         with m.If(self.select.valid & self.select.ready):
             m.d.sync += [
@@ -268,9 +261,3 @@ class PartitionUnit(wiring.Component):
             status.stall_out.eq(Cat(o.valid & ~o.ready for o in outs).any()),
         ]
         return m
-
-
-def _above(stop, limit):
-    """``stop > limit``, or a constant 0 when the stop field cannot hold a level above ``limit``."""
-    width = Value.cast(stop).shape().width
-    return stop > limit if (1 << width) - 1 > limit else Const(0)

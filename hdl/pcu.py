@@ -9,7 +9,7 @@ from ..compiler import functions as F
 from ..compiler.types import Tile, Tuple
 from .beat import beat_layout, beat_signature, element_layout
 from .tile_ops import ElementwiseNode, HTile, MatmulNode, RowReduceNode
-from .unit import ErrorCode, StatusSignature, raise_error
+from .unit import ErrorCode, StatusSignature, check_int, raise_error
 
 __all__ = ["PCU", "MODES", "HW_DTYPES"]
 
@@ -190,8 +190,7 @@ class PCU(wiring.Component):
         self.in_types = tuple(in_types)
         if not self.in_types:
             raise ValueError("PCU needs at least one input type")
-        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
-            raise ValueError(f"PCU needs an int rank >= 0, not {rank!r}")
+        check_int("PCU", "rank", rank, 0)
         for name, v in (("lanes", lanes), ("multipliers", multipliers)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"PCU {name} must be an int >= 1, not {v!r}")

@@ -333,7 +333,7 @@ class PMU(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        b, shape = self.b, self.shape
+        b = self.b
         nblocks, bsize = self.blocks, self.block_size
         dynamic = self.mode == "dynamic"
         id_w = max(1, ceil_log2(nblocks))
@@ -648,7 +648,6 @@ class PMU(wiring.Component):
         cmd_fire = Signal(name=pfx + "cmd_fire")
         m.d.comb += cmd_fire.eq(cmd_valid & cmd_ready)
 
-        bp = bufs.payload
         if cfg.expand_rank is None:
             done = self._plain_controller(m, pfx, cfg, depth, error, bufs, cmd_valid, cmd_replay,
                                           cmd_id, cmd_L, cmd_last, cmd_rel, cmd_fire, busy_terms,

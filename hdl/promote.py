@@ -6,7 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from .beat import beat_signature
 from .repeat import RepeatStaticUnit
-from .unit import StatusSignature
+from .unit import StatusSignature, check_int
 
 __all__ = ["PromoteUnit"]
 
@@ -55,12 +55,10 @@ class PromoteUnit(wiring.Component):
     """
 
     def __init__(self, elem_type, rank, b=None, *, row_bound=None):
-        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
-            raise ValueError(f"PromoteUnit needs an int rank >= 0, not {rank!r}")
+        check_int("PromoteUnit", "rank", rank, 0)
         if b is None:
             b = rank + 1
-        if isinstance(b, bool) or not isinstance(b, int) or not 0 <= b <= rank + 1:
-            raise ValueError(f"PromoteUnit needs 0 <= b <= rank + 1, got b={b!r}, rank={rank}")
+        check_int("PromoteUnit", "b", b, 0, rank + 1)
         self.elem_type, self.rank, self.b = elem_type, rank, b
         self._row_bound = row_bound
         super().__init__({

@@ -1,21 +1,15 @@
 """Reassemble as hardware: gather one chunk from each selected input, close a new dimension."""
 
-from amaranth.hdl import Cat, Const, Module, Signal, Value
+from amaranth.hdl import Cat, Module, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..compiler.types import Select
-from .beat import beat_signature
-from .unit import ErrorCode, StatusSignature, raise_error
+from .beat import beat_signature, stop_above
+from .mux import one_hot_mux
+from .unit import ErrorCode, StatusSignature, check_int, raise_error
 
 __all__ = ["ReassembleUnit"]
-
-
-def _check_int(name, value, lo, hi=None):
-    if isinstance(value, bool) or not isinstance(value, int) or value < lo \
-            or (hi is not None and value > hi):
-        rng = f"{lo}..{hi}" if hi is not None else f">= {lo}"
-        raise ValueError(f"ReassembleUnit needs {name} in {rng}, not {value!r}")
 
 
 class ReassembleUnit(wiring.Component):
@@ -93,11 +87,11 @@ class ReassembleUnit(wiring.Component):
     def __init__(self, elem_type, n, b, select_rank, *, count=None, row_bound=None):
         self.elem_type, self.n, self.b, self.select_rank = elem_type, n, b, select_rank
         self.count, self._row_bound = count, row_bound
-        _check_int("n", n, 1)
-        _check_int("b", b, 0)
-        _check_int("select_rank", select_rank, 0)
+        check_int("ReassembleUnit", "n", n, 1)
+        check_int("ReassembleUnit", "b", b, 0)
+        check_int("ReassembleUnit", "select_rank", select_rank, 0)
         if count is not None:
-            _check_int("count", count, 1, n)
+            check_int("ReassembleUnit", "count", count, 1, n)
         members = {f"in{j}": In(beat_signature(elem_type, b, row_bound=row_bound))
                    for j in range(n)}
         members["select"] = In(beat_signature(Select(n), select_rank))
@@ -144,11 +138,9 @@ class ReassembleUnit(wiring.Component):
         x_done = Signal(name="x_done")
         # AND-OR multiplexer over the one-hot pick
         m.d.comb += [
-            x_data.eq(_or_all([Value.cast(ins[j].payload.data) & pick[j].replicate(len(x_data))
-                               for j in range(n)])),
+            x_data.eq(one_hot_mux(pick, [Value.cast(p.payload.data) for p in ins])),
             x_has.eq(Cat(pick[j] & ins[j].payload.has_data for j in range(n)).any()),
-            x_stop.eq(_or_all([ins[j].payload.stop & pick[j].replicate(len(x_stop))
-                               for j in range(n)])),
+            x_stop.eq(one_hot_mux(pick, [p.payload.stop for p in ins])),
             x_last.eq(Cat(pick[j] & ins[j].payload.last for j in range(n)).any()),
             x_valid.eq(Cat(pick[j] & ins[j].valid for j in range(n)).any()),
             x_done.eq((pick & in_done).any()),
@@ -183,7 +175,7 @@ class ReassembleUnit(wiring.Component):
         for j, p in enumerate(ins):
             m.d.comb += [
                 bare[j].eq(p.valid & ~p.payload.has_data & (p.payload.stop == 0) & p.payload.last),
-                in_bad[j].eq(p.valid & _above(p.payload.stop, b)),
+                in_bad[j].eq(p.valid & stop_above(p.payload.stop, b)),
                 leftover[j].eq(tail_mode & ~in_done[j] & p.valid & ~bare[j]),
             ]
         fault = Signal(name="fault")
@@ -243,7 +235,7 @@ class ReassembleUnit(wiring.Component):
         sel_fire = Signal(name="sel_fire")
         m.d.comb += [
             sel_fire.eq(self.select.valid & self.select.ready),
-            f_sel_stop.eq(sel_fire & _above(s.stop, self.select_rank)),
+            f_sel_stop.eq(sel_fire & stop_above(s.stop, self.select_rank)),
             f_count.eq(sel_fire & ~f_sel_stop & s.has_data & (popcount != self.count)
                        if self.count is not None else 0),
         ]
@@ -278,16 +270,3 @@ class ReassembleUnit(wiring.Component):
             status.stall_out.eq(o.valid & ~o.ready),
         ]
         return m
-
-
-def _or_all(values):
-    result = values[0]
-    for v in values[1:]:
-        result = result | v
-    return result
-
-
-def _above(stop, limit):
-    """``stop > limit``, or a constant 0 when the stop field cannot hold a level above ``limit``."""
-    width = Value.cast(stop).shape().width
-    return stop > limit if (1 << width) - 1 > limit else Const(0)

@@ -5,7 +5,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .beat import beat_signature
-from .unit import StatusSignature
+from .unit import StatusSignature, check_int
 
 __all__ = ["RepeatStaticUnit"]
 
@@ -55,10 +55,8 @@ class RepeatStaticUnit(wiring.Component):
     """
 
     def __init__(self, elem_type, rank, n, *, row_bound=None):
-        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
-            raise ValueError(f"RepeatStaticUnit needs an int rank >= 0, not {rank!r}")
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(f"RepeatStaticUnit needs an int n >= 1, not {n!r}")
+        check_int("RepeatStaticUnit", "rank", rank, 0)
+        check_int("RepeatStaticUnit", "n", n, 1)
         self.elem_type, self.rank, self.n = elem_type, rank, n
         super().__init__({
             "in0": In(beat_signature(elem_type, rank, row_bound=row_bound)),

@@ -7,7 +7,7 @@ from amaranth.lib.wiring import In, Out
 from ..compiler.types import Bool
 from ..sim.ops_shape import pad_value
 from .beat import beat_signature, element_layout, pack_element
-from .unit import ErrorCode, StatusSignature, raise_error
+from .unit import ErrorCode, StatusSignature, check_int, raise_error
 
 __all__ = ["ReshapeUnit"]
 
@@ -72,12 +72,9 @@ class ReshapeUnit(wiring.Component):
     """
 
     def __init__(self, elem_type, rank, chunk, b=0, *, pad=None, flags=False, row_bound=None):
-        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
-            raise ValueError(f"ReshapeUnit needs an int rank >= 0, not {rank!r}")
-        if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
-            raise ValueError(f"ReshapeUnit needs an int chunk >= 1, not {chunk!r}")
-        if isinstance(b, bool) or not isinstance(b, int) or not 0 <= b <= rank:
-            raise ValueError(f"ReshapeUnit needs 0 <= b <= rank, got b={b!r}, rank={rank}")
+        check_int("ReshapeUnit", "rank", rank, 0)
+        check_int("ReshapeUnit", "chunk", chunk, 1)
+        check_int("ReshapeUnit", "b", b, 0, rank)
         self.elem_type, self.rank, self.chunk, self.b = elem_type, rank, chunk, b
         self.pad, self.flags_enabled = pad, bool(flags)
         self._pad_bits = None

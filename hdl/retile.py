@@ -39,16 +39,9 @@ from amaranth.lib.wiring import In, Out
 from ..compiler.types import Index, Tile
 from .beat import beat_signature, element_layout, stop_width
 from .lockstep import LockStep
-from .unit import ErrorCode, StatusSignature, raise_error
+from .unit import ErrorCode, StatusSignature, check_int, raise_error
 
-__all__ = ["PieceGenerator", "FlatMapOutput", "RetileStreamifyUnit", "check_rank"]
-
-
-def check_rank(unit, rank):
-    """``rank`` if it is an int ``>= 0``, else ``ValueError`` naming ``unit``."""
-    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
-        raise ValueError(f"{unit} needs an int rank >= 0, not {rank!r}")
-    return rank
+__all__ = ["PieceGenerator", "FlatMapOutput", "RetileStreamifyUnit"]
 
 
 class PieceGenerator:
@@ -266,7 +259,7 @@ class RetileStreamifyUnit(wiring.Component):
         self.elem_type, self.rank, self.split, self.b = elem_type, rank, split, b
         self.with_valid = bool(valid)
         _tile_type(elem_type, "RetileStreamifyUnit")
-        check_rank("RetileStreamifyUnit", rank)
+        check_int("RetileStreamifyUnit", "rank", rank, 0)
         if split not in ("row", "col"):
             raise ValueError(f"RetileStreamifyUnit: split must be 'row' or 'col', not {split!r}")
         if b not in (0, 1) or isinstance(b, bool):

@@ -26,7 +26,7 @@ from amaranth.hdl import Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import Out
 
-__all__ = ["ErrorCode", "StatusSignature", "ERROR_CODE_BITS", "raise_error"]
+__all__ = ["ErrorCode", "StatusSignature", "ERROR_CODE_BITS", "check_int", "raise_error"]
 
 ERROR_CODE_BITS = 4
 
@@ -87,3 +87,13 @@ def raise_error(m, status, code, condition):
     err, code_reg = regs
     with m.If(condition & ~err):
         m.d.sync += [err.eq(1), code_reg.eq(int(code))]
+
+
+def check_int(unit, name, value, lo, hi=None):
+    """``value`` if it is an int in ``lo..hi`` (``hi`` None: no upper end), else a ``ValueError``
+    naming ``unit`` and the parameter: the constructor check every unit shares."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < lo \
+            or (hi is not None and value > hi):
+        rng = f">= {lo}" if hi is None else f"in {lo}..{hi}"
+        raise ValueError(f"{unit} needs an int {name} {rng}, not {value!r}")
+    return value

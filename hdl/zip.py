@@ -7,7 +7,7 @@ from amaranth.lib.wiring import In, Out
 from ..compiler.types import Tuple
 from .beat import beat_signature
 from .lockstep import LockStep
-from .unit import StatusSignature
+from .unit import StatusSignature, check_int
 
 __all__ = ["ZipUnit"]
 
@@ -57,8 +57,7 @@ class ZipUnit(wiring.Component):
         elem_types = tuple(elem_types)
         if len(elem_types) < 2:
             raise ValueError(f"ZipUnit needs at least two element types, got {len(elem_types)}")
-        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
-            raise ValueError(f"ZipUnit needs an int rank >= 0, not {rank!r}")
+        check_int("ZipUnit", "rank", rank, 0)
         self.elem_types, self.rank = elem_types, rank
         members = {f"in{k}": In(beat_signature(t, rank, row_bound=row_bound))
                    for k, t in enumerate(elem_types)}

@@ -16,7 +16,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 
 from ..compiler.lower import lower
 from ..hdl.beat import pack_beat, unpack_beat

@@ -45,7 +45,6 @@ def simulate_system(program, tensors=None, inputs=None, *, config=None, depths=N
     result = {}
 
     async def bench(ctx):
-        from amaranth.hdl import Fragment  # noqa: F401
         mem = _find_memory(top)
         for name, info in hw.tensors.items():
             t = program.tensors[name]

@@ -12,8 +12,6 @@ from stepforge.compiler.metrics import bind, metrics
 from stepforge.loader import load
 from stepforge.sim.interpreter import run
 from stepforge.sim.rtl import compile_program, deadlock_report, error_report, run_rtl
-from stepforge.sim.tokens import to_nested
-from stepforge.sim.values import values_equal
 
 from .helpers import EXAMPLES, SMALL_DENSE
 

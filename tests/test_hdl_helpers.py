@@ -1,0 +1,58 @@
+"""The small helpers the units share: the constructor check, the stop bound, the AND-OR mux."""
+
+import pytest
+from amaranth.hdl import Const, Module, Signal
+from amaranth.sim import Simulator
+
+from stepforge.hdl.beat import stop_above
+from stepforge.hdl.mux import one_hot_mux
+from stepforge.hdl.unit import check_int
+
+
+def test_check_int_returns_the_value_and_names_unit_and_parameter():
+    assert check_int("ZipUnit", "rank", 3, 0) == 3
+    assert check_int("PartitionUnit", "b", 2, 0, 2) == 2
+    with pytest.raises(ValueError, match=r"^ZipUnit needs an int rank >= 0, not -1$"):
+        check_int("ZipUnit", "rank", -1, 0)
+    with pytest.raises(ValueError, match=r"^PartitionUnit needs an int b in 0\.\.2, not 3$"):
+        check_int("PartitionUnit", "b", 3, 0, 2)
+    with pytest.raises(ValueError, match=r"needs an int n >= 1, not True$"):
+        check_int("BroadcastUnit", "n", True, 1)
+    with pytest.raises(ValueError, match=r"needs an int n >= 1, not 2\.0$"):
+        check_int("BroadcastUnit", "n", 2.0, 1)
+
+
+def test_stop_above_is_constant_zero_when_the_field_cannot_exceed_the_limit():
+    assert isinstance(stop_above(Signal(2), 3), Const)          # a 2-bit stop holds at most 3
+    assert stop_above(Signal(2), 3).value == 0
+    assert not isinstance(stop_above(Signal(2), 2), Const)
+
+
+def _eval(select_value, values):
+    sel = Signal(len(values), name="sel")
+    out = Signal(8, name="out")
+    m = Module()
+    m.d.comb += out.eq(one_hot_mux(sel, [Const(v, 8) for v in values]))
+    got = []
+
+    async def bench(ctx):
+        ctx.set(sel, select_value)
+        got.append(ctx.get(out))
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+    return got[0]
+
+
+@pytest.mark.parametrize("select, expected", [(0b001, 0x11), (0b010, 0x22), (0b100, 0xC4),
+                                              (0b000, 0), (0b011, 0x33)])
+def test_one_hot_mux_picks_the_selected_value(select, expected):
+    assert _eval(select, [0x11, 0x22, 0xC4]) == expected
+
+
+def test_one_hot_mux_rejects_mismatched_widths():
+    with pytest.raises(TypeError, match=r"one select bit per value"):
+        one_hot_mux(Signal(2), [Signal(8), Signal(8), Signal(8)])
+    with pytest.raises(TypeError, match=r"values of one width"):
+        one_hot_mux(Signal(2), [Signal(8), Signal(4)])
