@@ -5,6 +5,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .beat import beat_signature
+from .held_beat import HeldBeat
 from .repeat import RepeatStaticUnit
 from .unit import StatusSignature, check_int
 
@@ -68,7 +69,8 @@ class PromoteUnit(wiring.Component):
         })
 
     def __repr__(self):
-        return f"PromoteUnit({self.elem_type!r}, {self.rank}, b={self.b})"
+        rb = f", row_bound={self._row_bound!r}" if self._row_bound is not None else ""
+        return f"PromoteUnit({self.elem_type!r}, {self.rank}, b={self.b}{rb})"
 
     def elaborate(self, platform):
         m = Module()
@@ -106,17 +108,8 @@ class PromoteUnit(wiring.Component):
     def _elaborate_outer(self, m):
         i, o = self.in0, self.out
         rank = self.rank
-        layout = i.payload.shape()
-
-        held = Signal(layout, name="held")
-        held_valid = Signal(name="held_valid")
-        cur = Signal(layout, name="cur")  # the beat on offer: the register's, else the port's
-        cur_valid = Signal(name="cur_valid")
-        with m.If(held_valid):
-            m.d.comb += [cur.eq(held), cur_valid.eq(1)]
-        with m.Else():
-            m.d.comb += [cur.eq(i.payload), cur_valid.eq(i.valid)]
-        nxt = i.payload
+        hb = HeldBeat(m, i)  # ``cur`` is the beat on offer
+        held_valid, cur, cur_valid, nxt = hb.held_valid, hb.cur, hb.cur_valid, hb.next
 
         # ``closing``: ``cur`` ends a tensor (rank > 0) or is an element (rank 0), so it is the
         # stream's final one if Done follows.
@@ -156,10 +149,7 @@ class PromoteUnit(wiring.Component):
             m.d.comb += i.ready.eq(go | stash)
         load = Signal(name="load")
         m.d.comb += load.eq(i.valid & i.ready & ~merge & (held_valid | stash))
-        with m.If(load):
-            m.d.sync += [held.eq(i.payload), held_valid.eq(1)]
-        with m.Elif(go):
-            m.d.sync += held_valid.eq(0)
+        hb.update(m, load, release=go)
         m.d.comb += [
             self.status.busy.eq(cur_valid),
             self.status.stall_in.eq(~cur_valid | (lookahead & held_valid & ~i.valid)),

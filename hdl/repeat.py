@@ -5,6 +5,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .beat import beat_signature
+from .held_beat import HeldBeat
 from .unit import StatusSignature, check_int
 
 __all__ = ["RepeatStaticUnit"]
@@ -58,6 +59,7 @@ class RepeatStaticUnit(wiring.Component):
         check_int("RepeatStaticUnit", "rank", rank, 0)
         check_int("RepeatStaticUnit", "n", n, 1)
         self.elem_type, self.rank, self.n = elem_type, rank, n
+        self._row_bound = row_bound
         super().__init__({
             "in0": In(beat_signature(elem_type, rank, row_bound=row_bound)),
             "out": Out(beat_signature(elem_type, rank + 1, row_bound=row_bound)),
@@ -65,25 +67,16 @@ class RepeatStaticUnit(wiring.Component):
         })
 
     def __repr__(self):
-        return f"RepeatStaticUnit({self.elem_type!r}, {self.rank}, {self.n})"
+        rb = f", row_bound={self._row_bound!r}" if self._row_bound is not None else ""
+        return f"RepeatStaticUnit({self.elem_type!r}, {self.rank}, {self.n}{rb})"
 
     def elaborate(self, platform):
         m = Module()
         i, o = self.in0, self.out
         n = self.n
-        layout = i.payload.shape()
-
-        # The holding register; ``cur`` is the beat being repeated: the register's, else the port's.
-        held = Signal(layout, name="held")
-        held_valid = Signal(name="held_valid")
+        hb = HeldBeat(m, i)  # ``cur`` is the beat being repeated
+        held_valid, cur, cur_valid, nxt = hb.held_valid, hb.cur, hb.cur_valid, hb.next
         copy = Signal(range(max(n, 2)), name="copy")  # copies of ``cur`` already sent
-        cur = Signal(layout, name="cur")
-        cur_valid = Signal(name="cur_valid")
-        with m.If(held_valid):
-            m.d.comb += [cur.eq(held), cur_valid.eq(1)]
-        with m.Else():
-            m.d.comb += [cur.eq(i.payload), cur_valid.eq(i.valid)]
-        nxt = i.payload  # the next beat when ``cur`` is the held one
 
         final = Signal(name="final")        # this output is the last one for ``cur``
         lookahead = Signal(name="lookahead")  # ... and its stop depends on the next beat
@@ -129,10 +122,7 @@ class RepeatStaticUnit(wiring.Component):
             m.d.comb += i.ready.eq(go | stash)
         load = Signal(name="load")
         m.d.comb += load.eq(i.valid & i.ready & ~merge & (held_valid | ~final | stash))
-        with m.If(load):
-            m.d.sync += [held.eq(i.payload), held_valid.eq(1)]
-        with m.Elif(go & final & held_valid):
-            m.d.sync += held_valid.eq(0)
+        hb.update(m, load, release=go & final & held_valid)
         with m.If(go):
             m.d.sync += copy.eq(0)
             with m.If(~final):

@@ -7,6 +7,7 @@ from amaranth.lib.wiring import In, Out
 from ..compiler.types import Bool
 from ..sim.ops_shape import pad_value
 from .beat import beat_signature, element_layout, pack_element
+from .held_beat import HeldBeat
 from .unit import ErrorCode, StatusSignature, check_int, raise_error
 
 __all__ = ["ReshapeUnit"]
@@ -77,6 +78,7 @@ class ReshapeUnit(wiring.Component):
         check_int("ReshapeUnit", "b", b, 0, rank)
         self.elem_type, self.rank, self.chunk, self.b = elem_type, rank, chunk, b
         self.pad, self.flags_enabled = pad, bool(flags)
+        self._row_bound = row_bound
         self._pad_bits = None
         if pad is not None and b == 0:
             shape = element_layout(elem_type, row_bound=row_bound)
@@ -96,6 +98,7 @@ class ReshapeUnit(wiring.Component):
     def __repr__(self):
         extra = "" if self.pad is None else f", pad={self.pad!r}"
         extra += ", flags=True" if self.flags_enabled else ""
+        extra += f", row_bound={self._row_bound!r}" if self._row_bound is not None else ""
         return f"ReshapeUnit({self.elem_type!r}, {self.rank}, {self.chunk}, b={self.b}{extra})"
 
     def elaborate(self, platform):
@@ -169,17 +172,8 @@ class ReshapeUnit(wiring.Component):
 
     def _elaborate_elements(self, m, beat, is_pad, offer, go):
         i, chunk = self.in0, self.chunk
-        layout = i.payload.shape()
-
-        held = Signal(layout, name="held")
-        held_valid = Signal(name="held_valid")
-        cur = Signal(layout, name="cur")  # the beat being rewritten: the register's, else the port's
-        cur_valid = Signal(name="cur_valid")
-        with m.If(held_valid):
-            m.d.comb += [cur.eq(held), cur_valid.eq(1)]
-        with m.Else():
-            m.d.comb += [cur.eq(i.payload), cur_valid.eq(i.valid)]
-        nxt = i.payload
+        hb = HeldBeat(m, i)  # ``cur`` is the beat being rewritten
+        held_valid, cur, cur_valid, nxt = hb.held_valid, hb.cur, hb.cur_valid, hb.next
 
         count = Signal(range(chunk), name="count")     # elements of the open chunk
         step = Signal(range(chunk + 1), name="step")   # beats already sent for ``cur``
@@ -245,10 +239,7 @@ class ReshapeUnit(wiring.Component):
             m.d.comb += i.ready.eq((go & final) | stash)
         load = Signal(name="load")
         m.d.comb += load.eq(i.valid & i.ready & ~merge & (held_valid | stash))
-        with m.If(load):
-            m.d.sync += [held.eq(i.payload), held_valid.eq(1)]
-        with m.Elif(go & final):
-            m.d.sync += held_valid.eq(0)
+        hb.update(m, load, release=go & final)
         with m.If(go):
             m.d.sync += step.eq(step + 1)
             with m.If(final):
