@@ -1,16 +1,15 @@
 """Parallelize as hardware: deal rank-``b`` chunks round-robin over ``n`` outputs."""
 
-from amaranth.hdl import Cat, Module, Mux, Signal, Value
-from amaranth.lib import wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.hdl import Cat, Module, Mux, Signal
 
-from .beat import beat_signature, stop_above
-from .unit import ErrorCode, StatusSignature, check_int, raise_error
+from .beat import stop_above
+from .chunk_router import ChunkRouter
+from .unit import ErrorCode, raise_error
 
 __all__ = ["ParallelizeUnit"]
 
 
-class ParallelizeUnit(wiring.Component):
+class ParallelizeUnit(ChunkRouter):
     """Deal the rank-``b`` chunks of ``in0`` round-robin over ``out0 .. out{n-1}`` (semantics
     section 4, Parallelize; ``docs/routing.md``).
 
@@ -70,27 +69,6 @@ class ParallelizeUnit(wiring.Component):
         ``rank``, ``n`` or ``b`` out of range.
     """
 
-    def __init__(self, elem_type, rank, n, b, *, row_bound=None):
-        self.elem_type, self.rank, self.n, self.b = elem_type, rank, n, b
-        self._row_bound = row_bound
-        check_int("ParallelizeUnit", "rank", rank, 0)
-        check_int("ParallelizeUnit", "n", n, 1)
-        check_int("ParallelizeUnit", "b", b, 0, rank)
-        members = {"in0": In(beat_signature(elem_type, rank, row_bound=row_bound))}
-        for i in range(n):
-            members[f"out{i}"] = Out(beat_signature(elem_type, b, row_bound=row_bound))
-        members["status"] = Out(StatusSignature)
-        super().__init__(members)
-
-    def __repr__(self):
-        rb = f", row_bound={self._row_bound!r}" if self._row_bound is not None else ""
-        return f"ParallelizeUnit({self.elem_type!r}, {self.rank}, {self.n}, {self.b}{rb})"
-
-    @property
-    def outputs(self):
-        """The output ports ``out0 .. out{n-1}`` in order."""
-        return [getattr(self, f"out{i}") for i in range(self.n)]
-
     def elaborate(self, platform):
         m = Module()
         n, b, rank = self.n, self.b, self.rank
@@ -106,7 +84,6 @@ class ParallelizeUnit(wiring.Component):
         in_chunk = Signal(name="in_chunk")            # the current chunk has beats behind it
         done = Signal(name="done")                    # in0's head is its final beat, handled:
                                                       # held until every output took Done
-        done_sent = Signal(n, name="done_sent")       # outputs that took their bare Done
 
         # -- the input beat ---------------------------------------------------------------
         bare = Signal(name="bare")
@@ -129,26 +106,12 @@ class ParallelizeUnit(wiring.Component):
         go = Signal(name="go")
         m.d.comb += go.eq(self.in0.valid & ~done & ~bad_stop & ~f_early & ~err)
 
-        # S_b closes the chunk; the stops inside it pass
-        out_stop = Signal(Value.cast(outs[0].payload.stop).shape(), name="out_stop")
-        if b > 0:
-            m.d.comb += out_stop.eq(Mux(ends, b, d.stop))
-        # The data field is in0's, always: the bare Done goes out while in0 still holds its
-        # final beat (see done), so the field stays stable without a multiplexer or a register.
-        for i, o in enumerate(outs):
-            m.d.comb += [
-                o.valid.eq(Mux(done, ~done_sent[i] & ~err, go & forward & target[i])),
-                o.payload.data.eq(d.data),
-                o.payload.has_data.eq(d.has_data & ~done),
-                o.payload.stop.eq(Mux(done, 0, out_stop)),
-                o.payload.last.eq(done),
-            ]
+        # the outputs: in0's data field, S_b closing the chunk, then a bare Done each
+        end_fire, done_sent = self.drive_outputs(m, ends=ends, offer=Mux(go & forward, target, 0),
+                                                 ending=done, err=err)
         fire = Signal(name="fire")                    # the beat is handled (forwarded or dropped)
-        end_fire = Signal(name="end_fire")            # the last outputs take Done: in0 retires
         m.d.comb += [
             fire.eq(go & (~forward | (target & Cat(o.ready for o in outs)).any())),
-            end_fire.eq(done & ~done_sent.all() & (done_sent | Cat(o.ready for o in outs)).all()
-                        & ~err),
             self.in0.ready.eq((fire & ~d.last) | end_fire),
         ]
         with m.If(fire):
@@ -158,7 +121,6 @@ class ParallelizeUnit(wiring.Component):
                 m.d.sync += in_chunk.eq(1)
             with m.If(d.last):
                 m.d.sync += done.eq(1)
-        m.d.sync += done_sent.eq(done_sent | Cat(o.valid & o.ready & done for o in outs))
 
         # -- status -------------------------------------------------------------------------
         m.d.comb += [

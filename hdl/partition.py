@@ -1,17 +1,17 @@
 """Partition as hardware: route each rank-``b`` chunk to the outputs its selector element names."""
 
-from amaranth.hdl import Cat, Module, Mux, Signal, Value
-from amaranth.lib import wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.lib.wiring import In
 
 from ..compiler.types import Select
 from .beat import beat_signature, stop_above
-from .unit import ErrorCode, StatusSignature, check_int, raise_error
+from .chunk_router import ChunkRouter
+from .unit import ErrorCode, raise_error
 
 __all__ = ["PartitionUnit"]
 
 
-class PartitionUnit(wiring.Component):
+class PartitionUnit(ChunkRouter):
     """Forward each rank-``b`` chunk of ``in0`` to every output its selector element names
     (semantics section 4, Partition; ``docs/routing.md``).
 
@@ -93,29 +93,8 @@ class PartitionUnit(wiring.Component):
         ``rank``, ``n`` or ``b`` out of range.
     """
 
-    def __init__(self, elem_type, rank, n, b, *, row_bound=None):
-        self.elem_type, self.rank, self.n, self.b = elem_type, rank, n, b
-        self._row_bound = row_bound
-        check_int("PartitionUnit", "rank", rank, 0)
-        check_int("PartitionUnit", "n", n, 1)
-        check_int("PartitionUnit", "b", b, 0, rank)
-        members = {
-            "in0": In(beat_signature(elem_type, rank, row_bound=row_bound)),
-            "select": In(beat_signature(Select(n), rank - b)),
-        }
-        for i in range(n):
-            members[f"out{i}"] = Out(beat_signature(elem_type, b, row_bound=row_bound))
-        members["status"] = Out(StatusSignature)
-        super().__init__(members)
-
-    def __repr__(self):
-        rb = f", row_bound={self._row_bound!r}" if self._row_bound is not None else ""
-        return f"PartitionUnit({self.elem_type!r}, {self.rank}, {self.n}, {self.b}{rb})"
-
-    @property
-    def outputs(self):
-        """The output ports ``out0 .. out{n-1}`` in order."""
-        return [getattr(self, f"out{i}") for i in range(self.n)]
+    def extra_inputs(self):
+        return {"select": In(beat_signature(Select(self.n), self.rank - self.b))}
 
     def elaborate(self, platform):
         m = Module()
@@ -136,7 +115,6 @@ class PartitionUnit(wiring.Component):
         data_end = Signal(name="data_end")            # in0's head is its final beat, handled:
                                                       # held until every output took Done
         sent = Signal(n, name="sent")                 # outputs that took the current data beat
-        done_sent = Signal(n, name="done_sent")       # outputs that took their bare Done
 
         # -- the data beat ------------------------------------------------------------------
         bare = Signal(name="bare")                    # a bare Done beat
@@ -197,26 +175,12 @@ class PartitionUnit(wiring.Component):
             go.eq(self.in0.valid & phase_chunk & ~fault & ~err),
             route.eq(Cat(cur_mask[i] & cur_elem for i in range(n))),
         ]
-        # S_b closes the chunk; the stops inside it pass
-        out_stop = Signal(Value.cast(outs[0].payload.stop).shape(), name="out_stop")
-        if b > 0:
-            m.d.comb += out_stop.eq(Mux(ends, b, d.stop))
-        # The data field is in0's, always: a bare Done goes out while in0 still holds its final
-        # beat (see data_end), so the field stays stable without a multiplexer or a register.
-        for i, o in enumerate(outs):
-            m.d.comb += [
-                taken[i].eq(~route[i] | sent[i] | o.ready),
-                o.valid.eq(Mux(phase_end, ~done_sent[i] & ~err, go & route[i] & ~sent[i])),
-                o.payload.data.eq(d.data),
-                o.payload.has_data.eq(d.has_data & ~phase_end),
-                o.payload.stop.eq(Mux(phase_end, 0, out_stop)),
-                o.payload.last.eq(phase_end),
-            ]
-        end_fire = Signal(name="end_fire")            # the last outputs take Done: in0 retires
+        # the outputs: in0's data field, S_b closing the chunk, then a bare Done each
+        end_fire, done_sent = self.drive_outputs(m, ends=ends, offer=Mux(go, route & ~sent, 0),
+                                                 ending=phase_end, err=err)
+        m.d.comb += [taken[i].eq(~route[i] | sent[i] | o.ready) for i, o in enumerate(outs)]
         m.d.comb += [
             d_fire.eq(go & taken.all()),
-            end_fire.eq(phase_end & ~done_sent.all()
-                        & (done_sent | Cat(o.ready for o in outs)).all() & ~err),
             self.in0.ready.eq((d_fire & ~d.last) | end_fire),
         ]
         with m.If((d_fire & d.last) | (phase_tail & self.in0.valid & bare & ~fault & ~err)):
@@ -225,7 +189,6 @@ class PartitionUnit(wiring.Component):
             m.d.sync += sent.eq(0)
         with m.Else():
             m.d.sync += sent.eq(sent | Cat(o.valid & o.ready for o in outs))
-        m.d.sync += done_sent.eq(done_sent | Cat(o.valid & o.ready & phase_end for o in outs))
 
         # -- selector: the next element loads as the last beat of the chunk moves -----------
         advance = Signal(name="advance")
