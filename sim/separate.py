@@ -8,19 +8,20 @@ converts each distinct one once:
 1. :meth:`UnitLibrary.instance` elaborates a component (once), takes its
    :func:`~stepforge.hdl.fingerprint.fingerprint` (the elaborated hardware and its ports, salted
    with :func:`cache_salt`: the Amaranth and builtin-Yosys versions and a hash of the stepforge
-   sources that generate hardware) and names its module ``sf_<Class>_<first 12 hex digits>``.
-   The module comes from ``<folder>/<name>.v`` when it is there; otherwise its RTLIL is
-   generated now and it is converted with the top. The component is replaced by an
-   :class:`~amaranth.hdl.Instance` of the module: its ports are the component's members, named
-   as Amaranth names a top-level component's ports (path joined by ``__``), plus ``clk`` and
-   ``rst`` when the unit has a clocked domain; a ``reset`` argument (the system's hold before
-   ``start``) is ORed into ``rst``, which is what ``ResetInserter`` did in the flat design.
+   sources that generate hardware) and names its module ``sf_<Class>_<first 12 hex digits>``. The
+   module comes from ``<folder>/<name>.v`` when it is there; otherwise its RTLIL is generated (in a
+   forked child process, up to ``jobs`` at once, while this process goes on elaborating the next
+   unit; :class:`_Converter`) and it is converted with the top. The component is replaced by an
+   :class:`~amaranth.hdl.Instance` of the module: its ports are the component's members, named as
+   Amaranth names a top-level component's ports (path joined by ``__``), plus ``clk`` and ``rst``
+   when the unit has a clocked domain; a ``reset`` argument (the system's hold before ``start``) is
+   ORed into ``rst``, which is what ``ResetInserter`` did in the flat design.
 2. :meth:`UnitLibrary.convert` converts the top (only its own logic: glue, counters, CSRs) and the
-   modules not found in the cache in one Yosys run (:class:`YosysRun`, started with the
-   conversion, so that Yosys starts up and parses each new module while Python generates the
-   next), splits Yosys's output into modules, stores the new ones (``<name>.v`` and ``<name>.json``: the full fingerprint and the clock and reset
-   port names; both written atomically, so concurrent compiles can share the folder) and returns
-   the top followed by every module it uses, in name order.
+   modules not found in the cache in one Yosys run (:class:`YosysRun`, started with the conversion,
+   so that Yosys starts up while Python generates RTLIL), splits Yosys's output into modules,
+   stores the new ones (``<name>.v`` and ``<name>.json``: the full fingerprint and the clock and
+   reset port names; both written atomically, so concurrent compiles can share the folder) and
+   returns the top followed by every module it uses, in name order.
 
 The Verilog of a module does not depend on what else was converted with it (Yosys numbers one
 kind of internal name across a run; :func:`split_modules` renumbers those per module), so a
@@ -195,6 +196,74 @@ class _Module:
         self.text, self.rtlil_text = text, rtlil_text
 
 
+class _Converter:
+    """RTLIL generation for the modules a compile lacks, ``jobs`` at a time in forked children.
+
+    Generating a module's RTLIL (Amaranth's netlist building) is most of a cold compile, and the
+    modules are independent: each is handed to a child process forked from this one (so it
+    inherits the prepared design, nothing is pickled), which writes the text to a file and exits;
+    the parent goes on elaborating the next unit. With ``jobs == 1``, or where ``os.fork`` does
+    not exist, the parent generates each module itself. The text is the same either way.
+    """
+
+    def __init__(self, jobs):
+        self.jobs = jobs if hasattr(os, "fork") else 1
+        self._dir = (tempfile.TemporaryDirectory(prefix="stepforge-rtlil-") if self.jobs > 1
+                     else None)
+        self._running = {}      # pid -> (module, path)
+
+    def submit(self, module, design):
+        if self.jobs <= 1:
+            module.rtlil_text = _rtlil(design, module.name)
+            return
+        while len(self._running) >= self.jobs:
+            self._reap(os.wait())
+        path = Path(self._dir.name) / f"{module.name}.il"
+        pid = os.fork()
+        if pid == 0:                            # the child: generate, write, leave at once
+            code = 1
+            try:
+                path.write_text(_rtlil(design, module.name))
+                code = 0
+            except BaseException:               # noqa: BLE001 (reported by the parent)
+                import traceback
+                traceback.print_exc()
+            finally:
+                os._exit(code)
+        self._running[pid] = (module, path)
+
+    def _reap(self, waited):
+        pid, status = waited
+        module, path = self._running.pop(pid)
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise RuntimeError(f"generating the RTLIL of {module.name} failed in a child "
+                               f"process (exit status {os.waitstatus_to_exitcode(status)})")
+        module.rtlil_text = path.read_text()
+
+    def finish(self):
+        """Wait for every child; each submitted module then has its ``rtlil_text``."""
+        try:
+            while self._running:
+                self._reap(os.waitpid(next(iter(self._running)), 0))
+        finally:
+            self.close()
+
+    def close(self):
+        for pid in list(self._running):         # after a failure: no child outlives the compile
+            with contextlib.suppress(OSError):
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+        self._running.clear()
+        if self._dir is not None:
+            self._dir.cleanup()
+            self._dir = None
+
+
+def _rtlil(design, name):
+    text, _ = rtlil.convert_fragment(design, name=name, emit_src=False)
+    return text
+
+
 class UnitLibrary:
     """Separately compiled units, cached on disk by fingerprint (module doc).
 
@@ -202,6 +271,9 @@ class UnitLibrary:
     ----------
     folder : path-like, optional
         The cache folder (default ``<cache root>/units``); created when a module is stored.
+    jobs : int, optional
+        Modules to generate at once, in forked child processes (default: the machine's CPU
+        count; 1 generates them in this process).
 
     Attributes
     ----------
@@ -209,12 +281,13 @@ class UnitLibrary:
         Distinct modules the last :meth:`convert` found in the folder and converted itself.
     """
 
-    def __init__(self, folder=None):
+    def __init__(self, folder=None, *, jobs=None):
         self.folder = Path(folder) if folder is not None else cache_root() / "units"
+        self.jobs = max(1, jobs if jobs is not None else (os.cpu_count() or 1))
+        self._converter = None  # the _Converter of the conversion under way
         self._known = {}    # name -> _Module, every module seen by this library
         self._used = {}     # name -> _Module, the modules of the design being converted
         self._run = None    # the YosysRun of the conversion under way
-        self._read = set()  # the modules it has read
         self.hits = self.misses = 0
 
     def instance(self, component, *, reset=None):
@@ -247,9 +320,6 @@ class UnitLibrary:
         if module is None:
             module = self._prepare(name, fp.digest, fragment, ports)
         self._known[name] = self._used[name] = module
-        if module.text is None and self._run is not None and name not in self._read:
-            self._run.read(module.rtlil_text)
-            self._read.add(name)
         connections = {("i_" if direction is PortDirection.Input else "o_") + port: value
                        for port, (value, direction) in ports.items()}
         if module.clock:
@@ -282,8 +352,12 @@ class UnitLibrary:
                 reset = port
             else:
                 raise ValueError(f"module {name} has an unexpected port {port!r}")
-        text, _ = rtlil.convert_fragment(design, name=name, emit_src=False)
-        return _Module(name, digest, clock, reset, rtlil_text=text)
+        module = _Module(name, digest, clock, reset)
+        if self._converter is not None:
+            self._converter.submit(module, design)
+        else:
+            module.rtlil_text = _rtlil(design, name)
+        return module
 
     def _store(self, modules):
         if modules:
@@ -301,12 +375,20 @@ class UnitLibrary:
         -------
         str
         """
-        self._used, self._read, self._run = {}, set(), YosysRun()
+        self._used, self._run = {}, YosysRun()
+        self._converter = _Converter(self.jobs)
         try:
-            with gc_paused():   # the modules it lacks go to Yosys as the top meets them
-                self._run.read(rtlil.convert(top, name=name, emit_src=False))
+            with gc_paused():   # the modules it lacks are generated as the top meets them
+                top_text = rtlil.convert(top, name=name, emit_src=False)
+            self._converter.finish()
+            for module in self._used.values():
+                if module.text is None:
+                    self._run.read(module.rtlil_text)
+            self._run.read(top_text)
             verilog = self._run.finish()
         finally:
+            self._converter.close()
+            self._converter = None
             self._run.close()
             self._run = None
         new = [m for m in self._used.values() if m.text is None]

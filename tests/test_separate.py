@@ -104,6 +104,37 @@ class UsesAnotherDomain(wiring.Component):
         return m
 
 
+def test_forked_generation_gives_the_text_of_in_process_generation(tmp_path):
+    texts = []
+    for jobs in (1, 2):
+        library = UnitLibrary(tmp_path / f"jobs{jobs}", jobs=jobs)
+        texts.append(library.convert(System(lower(example()), storage="verilog", library=library)))
+        assert library.misses > 0 and library.hits == 0
+    assert texts[0] == texts[1]
+    assert sorted(p.read_text() for p in (tmp_path / "jobs1").glob("*.v")) == \
+        sorted(p.read_text() for p in (tmp_path / "jobs2").glob("*.v"))
+
+
+@pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
+def test_a_failing_child_names_its_module_and_leaves_no_process(tmp_path, monkeypatch):
+    import gc
+    import os
+
+    from stepforge.sim import separate
+
+    def broken(design, name):
+        raise RuntimeError("netlist failure")
+
+    monkeypatch.setattr(separate, "_rtlil", broken)        # the forked children inherit it
+    library = UnitLibrary(tmp_path, jobs=2)
+    with pytest.raises(RuntimeError, match=r"generating the RTLIL of sf_\w+ failed in a child"):
+        library.convert(System(lower(example()), storage="verilog", library=library))
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)                          # no child left, not even a zombie
+    assert not list(tmp_path.glob("*.v"))
+    gc.collect()            # the aborted design's units are never used: collect them here
+
+
 def test_units_whose_meaning_would_change_are_refused(tmp_path):
     library = UnitLibrary(tmp_path)
     library.instance(ReadsItsReset())                   # no reset added: fine
