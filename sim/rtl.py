@@ -68,19 +68,21 @@ class RTLResult:
         return self.csrs["bytes_written"] - self.csrs["host_bytes_written"]
 
 
-def compile_program(program, config=None, *, depths=None, separate=True, unit_cache=None):
+def compile_program(program, config=None, *, depths=None, separate=True, unit_cache=None,
+                    jobs=None):
     """Lower ``program`` and return ``(hw, system, verilog text)``.
 
     With ``separate`` (the default) every distinct unit, FIFO and the memory is a Verilog module
     of its own, converted once and then taken from the unit cache (``unit_cache``, default
     ``<cache root>/units``; :mod:`stepforge.sim.separate`), and only the top is converted per
-    call. ``separate=False`` converts the whole system as one design.
+    call; the modules missing from the cache are generated ``jobs`` at once (default: the CPU
+    count). ``separate=False`` converts the whole system as one design.
     """
     from ..hdl.memory import LANE_RAM_VERILOG
     from .separate import UnitLibrary, gc_paused
     hw = lower(program, config, depths=depths)
     if separate:
-        library = UnitLibrary(unit_cache)
+        library = UnitLibrary(unit_cache, jobs=jobs)
         system = System(hw, storage="verilog", library=library)
         text = library.convert(system, "top")
     else:
