@@ -1,7 +1,7 @@
 """The PCU: Map, Accum and Scan of a tile function as a time-multiplexed integer datapath."""
 
 import sympy
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -612,10 +612,9 @@ class PCU(wiring.Component):
         if isinstance(value, _GrowingTile):
             value, rows = value.tile, value.rows
         if rows is None:
-            return [view[i][j].eq(value.elems[i][j])
-                    for i in range(value.rows) for j in range(value.cols)]
-        return [view.rows.eq(rows)] + [view.data[i][j].eq(Mux(rows > i, value.elems[i][j], 0))
-                                       for i in range(value.rows) for j in range(value.cols)]
+            return _assign_tile(view, value.elems)
+        return [view.rows.eq(rows)] + _assign_tile(
+            view.data, [[Mux(rows > i, e, 0) for e in row] for i, row in enumerate(value.elems)])
 
     def _elaborate_graph(self, m, step, advance, args):
         """Build every node; return the function's value as seen in the sequence's last step."""
@@ -689,6 +688,30 @@ class PCU(wiring.Component):
         m.d.comb += row_bad.eq(hd & (count != 0) & (xrows != acc_rows))
         return (_GrowingTile(new_count, nxt, xrows), _GrowingTile(count, acc, acc_rows),
                 _GrowingTile(0, zero, 0))
+
+
+def _assign_tile(view, elems):
+    """Statements writing the rows ``elems`` into the tile ``view`` (row-major, as its layout
+    lies). A value that covers the whole tile is one statement: Amaranth checks every statement
+    bit by bit over its whole target signal, so one statement per element of a wide beat would
+    cost elements x beat bits."""
+    fields = [view[i][j] for i, row in enumerate(elems) for j in range(len(row))]
+    values = [e for row in elems for e in row]
+    if sum(len(Value.cast(f)) for f in fields) != len(Value.cast(view)):
+        return [f.eq(v) for f, v in zip(fields, values)]
+    return [Value.cast(view).eq(Cat(*(_fit(v, Value.cast(f).shape().width)
+                                      for f, v in zip(fields, values))))]
+
+
+def _fit(value, width):
+    """``value`` at ``width`` bits, truncated or extended by its own signedness, as ``.eq`` would."""
+    value = Value.cast(value)
+    if len(value) >= width:
+        return value[:width]
+    if len(value) == 0:
+        return Const(0, width)
+    fill = value[-1] if value.shape().signed else Const(0, 1)
+    return Cat(value, fill.replicate(width - len(value)))
 
 
 class _GrowingTile:
