@@ -225,9 +225,10 @@ class _Converter:
             try:
                 path.write_text(_rtlil(design, module.name))
                 code = 0
-            except BaseException:               # noqa: BLE001 (reported by the parent)
+            except BaseException:               # noqa: BLE001 (the parent reports it)
                 import traceback
-                traceback.print_exc()
+                with contextlib.suppress(BaseException):
+                    path.with_suffix(".err").write_text(traceback.format_exc())
             finally:
                 os._exit(code)
         self._running[pid] = (module, path)
@@ -235,9 +236,14 @@ class _Converter:
     def _reap(self, waited):
         pid, status = waited
         module, path = self._running.pop(pid)
-        if os.waitstatus_to_exitcode(status) != 0:
+        code = os.waitstatus_to_exitcode(status)
+        if code != 0:
+            try:
+                why = path.with_suffix(".err").read_text().strip()
+            except OSError:
+                why = "(no traceback)"
             raise RuntimeError(f"generating the RTLIL of {module.name} failed in a child "
-                               f"process (exit status {os.waitstatus_to_exitcode(status)})")
+                               f"process (exit status {code}):\n{why}")
         module.rtlil_text = path.read_text()
 
     def finish(self):

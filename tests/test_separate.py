@@ -127,7 +127,9 @@ def test_a_failing_child_names_its_module_and_leaves_no_process(tmp_path, monkey
 
     monkeypatch.setattr(separate, "_rtlil", broken)        # the forked children inherit it
     library = UnitLibrary(tmp_path, jobs=2)
-    with pytest.raises(RuntimeError, match=r"generating the RTLIL of sf_\w+ failed in a child"):
+    with pytest.raises(RuntimeError, match=r"(?s)generating the RTLIL of sf_\w+ failed in a "
+                                           r"child process \(exit status 1\):.*RuntimeError: "
+                                           r"netlist failure$"):
         library.convert(System(lower(example()), storage="verilog", library=library))
     with pytest.raises(ChildProcessError):
         os.waitpid(-1, os.WNOHANG)                          # no child left, not even a zombie
