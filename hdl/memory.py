@@ -96,8 +96,8 @@ from functools import reduce
 from types import SimpleNamespace
 
 import numpy as np
-from amaranth.hdl import (Cat, ClockSignal, Const, Instance, MemoryData, Module, Mux, Shape, Signal,
-                          Value, unsigned)
+from amaranth.hdl import (Array, Cat, ClockSignal, Const, Instance, MemoryData, Module, Mux, Shape,
+                          Signal, Value, unsigned)
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -129,15 +129,20 @@ def index_shape(n):
 
 
 def _pick(values, index):
-    """``values[index]`` for unsigned ``values`` of one width, as one wide shift (a single cell,
-    where an ``Array`` of ``n`` values is a case statement of ``n`` arms). The table is padded
-    with its last value to every value of ``index``, as a complete case statement would be."""
+    """``values[index]`` for unsigned ``values`` of one width, as a case statement of word-wide
+    arms (an :class:`~amaranth.hdl.Array` lookup). The table is padded with its last value to
+    every value of ``index``, so every index selects a defined value.
+
+    A ``Cat(values).word_select(index, width)`` would be one cell, but Verilator turns it into a
+    variable shift of the whole concatenation into a wide temporary (``VL_SHIFTR_WWI``) on every
+    evaluation; the case statement becomes a tree of word-wide selects.
+    """
     values = [Value.cast(v) for v in values]
     width = len(values[0])
     if any(len(v) != width or v.shape().signed for v in values):
         raise TypeError("_pick takes unsigned values of one width")
     values += [values[-1]] * ((1 << len(Value.cast(index))) - len(values))
-    return Cat(*values).word_select(index, width)
+    return Array(values)[index]
 
 
 #: The storage of one lane for ``storage="verilog"``: a plain simple-dual-port RAM that starts at
@@ -593,7 +598,7 @@ class MemoryModel(wiring.Component):
 
         # Lanes each segment would use (a mask: segment k's `n` words from its start lane on,
         # wrapping around the line), and the conflict-free prefix of segments taken.
-        use = []
+        use, lows = [], []
         for k in range(K):
             n_k = c0 if k == 0 else g_size
             words = Signal(range(L + 1), name=f"g_words{k}")
@@ -603,6 +608,7 @@ class MemoryModel(wiring.Component):
                          low.eq((Const(1, 1) << words) - 1),
                          u.eq((Cat(low, low) << seg_lane[k])[L:2 * L])]
             use.append(u)
+            lows.append(low)
         taken = [Const(1)]
         occupied = use[0]
         for k in range(1, K):
@@ -640,9 +646,16 @@ class MemoryModel(wiring.Component):
             owner.append(plane)
         lane_use = Signal(L, name="lane_use")
         m.d.comb += lane_use.eq(Mux(grant, occupied, 0))
-        # the line position of segment k's first word
+        # the line position of segment k's first word, and the rotation that maps its lanes to
+        # line positions: a word of segment k in lane j sits at position (j - rot[k]) mod L, and
+        # position i of segment k comes from lane (i + rot[k]) mod L (the positions of a taken
+        # segment stay below L, so the rotation needs no carry into base)
         base = [Signal(pos_bits, name=f"g_base{k}") for k in range(K)]
         m.d.comb += [base[k].eq(k * g_size) for k in range(1, K)]
+        rot = [Signal(index_shape(L), name=f"g_rot{k}") for k in range(K)]
+        m.d.comb += rot[0].eq(seg_lane[0])
+        m.d.comb += [rot[k].eq(Mux(seg_lane[k] >= base[k], seg_lane[k] - base[k],
+                                   seg_lane[k] + L - base[k])) for k in range(1, K)]
         lane_pos = [Signal(index_shape(L), name=f"lane{j}_pos") for j in range(L)]
         lane_row = [Signal(row_shape, name=f"lane{j}_row") for j in range(L)]
         for j in range(L):
@@ -650,11 +663,14 @@ class MemoryModel(wiring.Component):
             start = Signal(index_shape(L), name=f"lane{j}_start")      # that segment's start lane
             here = Signal(name=f"lane{j}_here")                         # in the start lane's row
             row = Signal(row_shape, name=f"lane{j}_seg_row")            # the start lane's row
+            lane_rot = Signal(index_shape(L), name=f"lane{j}_rot")      # that segment's rotation
             m.d.comb += [k_j.eq(Cat(*(plane[j] for plane in owner))),
                          start.eq(_pick(seg_lane, k_j)),
                          here.eq(start <= j if j < L - 1 else 1),     # start <= L - 1 always
                          row.eq(_pick(seg_row, k_j)),
-                         lane_pos[j].eq(_pick(base, k_j) + Mux(here, j - start, j + L - start)),
+                         lane_rot.eq(_pick(rot, k_j)),
+                         lane_pos[j].eq(Mux(j >= lane_rot, j - lane_rot, j + L - lane_rot)
+                                        if j < L - 1 else j - lane_rot),      # rot <= L - 1
                          lane_row[j].eq(Mux(here, row, row + 1))]
 
         for c, port in enumerate(clients):
@@ -721,37 +737,46 @@ class MemoryModel(wiring.Component):
                     "client": Signal(index_shape(n), name=f"{name}_client"),
                     "count": Signal(range(L + 1), name=f"{name}_count"),
                     "last": Signal(name=f"{name}_last"),
-                    "use": Signal(L, name=f"{name}_use"),
-                    "pos": Signal(data.ArrayLayout(index_shape(L), L), name=f"{name}_pos")}
+                    "words": Signal(L, name=f"{name}_words"),
+                    "src": Signal(data.ArrayLayout(index_shape(L), L), name=f"{name}_src")}
 
+        # Where each word of the granted line comes from, decided at the grant (narrow logic, so
+        # the gather after the storage is one word-wide select per word): the line's words are
+        # positions 0..g_count-1; segment k >= 1 holds positions base[k]..base[k]+g_size-1 (its
+        # mask, `low` shifted to base[k]), segment 0 the positions below base[1]; position i of
+        # segment k comes from lane (i + rot[k]) mod L.
+        wown = [None] + [Signal(L, name=f"g_word_own{k}") for k in range(1, K)]
+        m.d.comb += [wown[k].eq(Mux(taken[k], lows[k] << base[k], 0)) for k in range(1, K)]
+        word_owner = []
+        for b in range(Shape.cast(index_shape(K)).width):
+            plane = Signal(L, name=f"g_word_owner_bit{b}")
+            m.d.comb += plane.eq(reduce(operator.or_, (wown[k] for k in range(1, K) if k >> b & 1),
+                                        Const(0, L)))
+            word_owner.append(plane)
         m0 = meta("grant")
         m.d.comb += [m0["valid"].eq(grant & ~g_write), m0["client"].eq(grant_to),
                      m0["count"].eq(g_count), m0["last"].eq(g_last),
-                     m0["use"].eq(lane_use)]
-        m.d.comb += [m0["pos"][j].eq(lane_pos[j]) for j in range(L)]
+                     m0["words"].eq(Mux(grant, (Const(1, 1) << g_count) - 1, 0))]
+        for i in range(L):
+            k_i = Signal(index_shape(K), name=f"g_word{i}_segment")
+            r_i = Signal(index_shape(L), name=f"g_word{i}_rot")
+            m.d.comb += [k_i.eq(Cat(*(plane[i] for plane in word_owner))),
+                         r_i.eq(_pick(rot, k_i)),
+                         m0["src"][i].eq(Mux(r_i >= L - i, r_i - (L - i), r_i + i)
+                                         if i else r_i)]
         cur = m0
         if lat >= 1:
             nxt = meta("s1")
             m.d.sync += [nxt[k].eq(cur[k]) for k in cur]
             cur = nxt
-        # Gather: word i of the line comes from the lane whose position is i (at most one: the
-        # positions of the used lanes are distinct). `dest[j]` is lane j's position one-hot;
-        # column i of those masks names the source lane, encoded a bit-plane at a time.
+        # Gather: word i of the line is lane src[i]'s word (zero past the line's words).
         line = Signal(g.line_layout, name="resp_line0")
-        dest = [Signal(L, name=f"resp_dest{j}") for j in range(L)]
-        m.d.comb += [dest[j].eq(Mux(cur["use"][j], Const(1, 1) << cur["pos"][j], 0))
-                     for j in range(L)]
-        for i in range(L):
-            column = Signal(L, name=f"resp_word{i}_lanes")
-            source = Signal(index_shape(L), name=f"resp_word{i}_lane")
-            m.d.comb += [column.eq(Cat(*(dest[j][i] for j in range(L)))),
-                         source.eq(Cat(*(Cat(*(column[j] for j in range(L) if j >> b & 1),
-                                             Const(0, 1)).any() for b in range(pos_bits)))),
-                         line[i].eq(Mux(column.any(), _pick(rdata, source), 0))]
+        m.d.comb += [line[i].eq(Mux(cur["words"][i], _pick(rdata, cur["src"][i]), 0))
+                     for i in range(L)]
         for s in range(2, lat + 1):
             nxt = meta(f"s{s}")
             nline = Signal(g.line_layout, name=f"resp_line{s - 1}")
-            m.d.sync += [nxt[k].eq(cur[k]) for k in cur if k not in ("use", "pos")]
+            m.d.sync += [nxt[k].eq(cur[k]) for k in cur if k not in ("words", "src")]
             m.d.sync += nline.eq(line)
             cur, line = nxt, nline
         for r in range(nr):
