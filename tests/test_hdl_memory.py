@@ -381,3 +381,15 @@ def test_backdoor_write_then_client_read():
     assert got["word"] == int.from_bytes(bytes(range(8, 16)), "little")
     with pytest.raises(ValueError, match="leaves the memory"):
         backdoor_read(None, model, 60, 8)
+
+
+def test_verilog_has_no_variable_shift():
+    # word selects are case statements, not `{...} >> index`: Verilator turns such a shift of a
+    # concatenation into a wide variable shift (VL_SHIFTR_WWI) on every cycle (docs/toolchain.md)
+    from stepforge.sim import verilator as vl
+    model = MemoryModel(HardwareConfig.sim(), 4096 * 16, storage="verilog", read_ports=2,
+                        write_ports=2, word_bytes=4)
+    assert model.geometry.lanes == 16
+    verilog = vl.convert(model, name="memory")
+    shifts = [line.strip() for line in verilog.splitlines() if ">>" in line]
+    assert not shifts, shifts[:3]
