@@ -299,6 +299,8 @@ def run(build_dir, toplevel, test_module, *, test_dir, extra_env=None, seed=None
         testbench writes land here); created if missing.
     extra_env : Mapping[str, str], optional
         Environment variables for the simulation (stimulus file paths, for instance).
+        ``GPI_LOG_LEVEL`` is ``WARNING`` unless given here or set in the environment, so that
+        cocotb's start-up lines (which library it loaded) stay out of a run's report.
     seed : int, optional
         cocotb's random seed.
     testcase : str or sequence of str, optional
@@ -324,11 +326,13 @@ def run(build_dir, toplevel, test_module, *, test_dir, extra_env=None, seed=None
     results = test_dir / "results.xml"
     if results.exists():
         results.unlink()
+    env = {k: str(v) for k, v in (extra_env or {}).items()}
+    if "GPI_LOG_LEVEL" not in env and "GPI_LOG_LEVEL" not in os.environ:
+        env["GPI_LOG_LEVEL"] = "WARNING"
     runner = get_runner("verilator")
     try:
         runner.test(test_module=test_module, hdl_toplevel=toplevel, hdl_toplevel_lang="verilog",
-                    build_dir=Path(build_dir),
-                    test_dir=test_dir, extra_env={k: str(v) for k, v in (extra_env or {}).items()},
+                    build_dir=Path(build_dir), test_dir=test_dir, extra_env=env,
                     seed=seed, testcase=testcase, waves=waves, results_xml=str(results))
     except (SystemExit, RuntimeError, subprocess.CalledProcessError) as exc:
         # Under pytest the runner exits on a failed test; the results file still tells.
