@@ -145,6 +145,19 @@ def _pick(values, index):
     return Array(values)[index]
 
 
+def _segment_planes(m, masks, width, name):
+    """The segment that holds each of ``width`` positions, as bit-planes: ``masks[k - 1]`` is
+    segment ``k``'s positions (``k >= 1``; disjoint), and position ``j``'s segment number is
+    ``Cat(plane[j] for plane in planes)``, 0 where no mask holds it."""
+    planes = []
+    for b in range(Shape.cast(index_shape(len(masks) + 1)).width):
+        plane = Signal(width, name=f"{name}_bit{b}")
+        m.d.comb += plane.eq(reduce(operator.or_, (mask for k, mask in enumerate(masks, 1)
+                                                   if k >> b & 1), Const(0, width)))
+        planes.append(plane)
+    return planes
+
+
 #: The storage of one lane for ``storage="verilog"``: a plain simple-dual-port RAM that starts at
 #: zero, read old-data-first (not transparent), as :class:`amaranth.lib.memory.Memory` behaves.
 #: Amaranth writes every initial word of a ``lib.memory`` into its Verilog, so a memory of
@@ -636,14 +649,9 @@ class MemoryModel(wiring.Component):
         # A lane belongs to the taken segment that uses it (taken segments use disjoint lanes),
         # else to segment 0; `owner` holds that segment's number, one bit-plane per mask.
         pos_bits = Shape.cast(index_shape(L)).width
-        own = [None] + [Signal(L, name=f"g_own{k}") for k in range(1, K)]
-        m.d.comb += [own[k].eq(Mux(taken[k], use[k], 0)) for k in range(1, K)]
-        owner = []
-        for b in range(Shape.cast(index_shape(K)).width):
-            plane = Signal(L, name=f"g_owner_bit{b}")
-            m.d.comb += plane.eq(reduce(operator.or_, (own[k] for k in range(1, K) if k >> b & 1),
-                                        Const(0, L)))
-            owner.append(plane)
+        own = [Signal(L, name=f"g_own{k}") for k in range(1, K)]
+        m.d.comb += [own[k - 1].eq(Mux(taken[k], use[k], 0)) for k in range(1, K)]
+        owner = _segment_planes(m, own, L, "g_owner")
         lane_use = Signal(L, name="lane_use")
         m.d.comb += lane_use.eq(Mux(grant, occupied, 0))
         # the line position of segment k's first word, and the rotation that maps its lanes to
@@ -745,14 +753,9 @@ class MemoryModel(wiring.Component):
         # positions 0..g_count-1; segment k >= 1 holds positions base[k]..base[k]+g_size-1 (its
         # mask, `low` shifted to base[k]), segment 0 the positions below base[1]; position i of
         # segment k comes from lane (i + rot[k]) mod L.
-        wown = [None] + [Signal(L, name=f"g_word_own{k}") for k in range(1, K)]
-        m.d.comb += [wown[k].eq(Mux(taken[k], lows[k] << base[k], 0)) for k in range(1, K)]
-        word_owner = []
-        for b in range(Shape.cast(index_shape(K)).width):
-            plane = Signal(L, name=f"g_word_owner_bit{b}")
-            m.d.comb += plane.eq(reduce(operator.or_, (wown[k] for k in range(1, K) if k >> b & 1),
-                                        Const(0, L)))
-            word_owner.append(plane)
+        wown = [Signal(L, name=f"g_word_own{k}") for k in range(1, K)]
+        m.d.comb += [wown[k - 1].eq(Mux(taken[k], lows[k] << base[k], 0)) for k in range(1, K)]
+        word_owner = _segment_planes(m, wown, L, "g_word_owner")
         m0 = meta("grant")
         m.d.comb += [m0["valid"].eq(grant & ~g_write), m0["client"].eq(grant_to),
                      m0["count"].eq(g_count), m0["last"].eq(g_last),
