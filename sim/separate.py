@@ -248,14 +248,12 @@ class _Converter:
 
     def finish(self):
         """Wait for every child; each submitted module then has its ``rtlil_text``."""
-        try:
-            while self._running:
-                self._reap(os.waitpid(next(iter(self._running)), 0))
-        finally:
-            self.close()
+        while self._running:
+            self._reap(os.waitpid(next(iter(self._running)), 0))
 
     def close(self):
-        for pid in list(self._running):         # after a failure: no child outlives the compile
+        """Stop any child still running (after a failure) and drop the folder."""
+        for pid in list(self._running):         # no child outlives the compile
             with contextlib.suppress(OSError):
                 os.kill(pid, 9)
                 os.waitpid(pid, 0)
@@ -359,10 +357,8 @@ class UnitLibrary:
             else:
                 raise ValueError(f"module {name} has an unexpected port {port!r}")
         module = _Module(name, digest, clock, reset)
-        if self._converter is not None:
-            self._converter.submit(module, design)
-        else:
-            module.rtlil_text = _rtlil(design, name)
+        # outside convert() (an instance made on its own) the text is generated here and now
+        (self._converter or _Converter(1)).submit(module, design)
         return module
 
     def _store(self, modules):
