@@ -4,7 +4,8 @@ nested-list inputs."""
 from pathlib import Path
 
 from stepforge.compiler.graph import Program
-from stepforge.compiler.types import Index
+from stepforge.compiler.ops.memory import Bufferize, Streamify
+from stepforge.compiler.types import Index, Tile, int16
 from stepforge.sim.interpreter import run
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -17,6 +18,16 @@ SMALL_DENSE = [
     ("elementwise", {"M": 8, "N": 8}),
     ("swiglu", {"B": 8, "H": 8, "I": 8}),
 ]
+
+
+def buffered_rows_program(name):
+    """A host stream ``x`` of ``B`` int16 ``[1, 4]`` tiles (``B`` bounded by 4), buffered whole
+    and replayed to ``y``: the smallest system with a host stream, a PMU and a symbol bound."""
+    p = Program(name)
+    B = p.symbol("B", bound=4)
+    x = p.input("x", [1, B], Tile(int16, 1, 4))
+    p.output(Streamify(Bufferize(x, 1)), "y")
+    return p
 
 
 def run_op(build, *inputs, dtype=Index(), shapes=None):

@@ -5,15 +5,15 @@ model, identical under random stalls; errors and deadlocks end the run with a re
 import numpy as np
 import pytest
 
-from stepforge import (Accum, Bufferize, Expand, LinearOffChipLoad, LinearOffChipStore, Map,
-                       Program, Promote, Streamify, Tile, int16)
+from stepforge import (Accum, Expand, LinearOffChipLoad, LinearOffChipStore, Map, Program,
+                       Promote, Tile, int16)
 from stepforge.cli import main
 from stepforge.compiler.metrics import bind, metrics
 from stepforge.loader import load
 from stepforge.sim.interpreter import run
 from stepforge.sim.rtl import compile_program, deadlock_report, error_report, run_rtl
 
-from .helpers import EXAMPLES, SMALL_DENSE
+from .helpers import EXAMPLES, SMALL_DENSE, buffered_rows_program
 
 CASES = SMALL_DENSE + [("moe", {"T": 6, "tiling": "static"})]   # dynamic tiling: test_moe_dynamic
 
@@ -58,17 +58,9 @@ def test_run_command_passes(capfd, monkeypatch):
     assert "gpi_load_users" not in out + err  # cocotb's start-up chatter stays out of the report
 
 
-def over_bound_program():
-    p = Program("overbound")
-    B = p.symbol("B", bound=4)
-    x = p.input("x", [1, B], Tile(int16, 1, 4))
-    p.output(Streamify(Bufferize(x, 1)), "y")
-    return p
-
-
 def test_size_over_its_bound_is_flagged_with_unit_and_symbol():
     rows = [np.full((1, 4), i, np.int16) for i in range(6)]      # B = 6 > 4
-    res = run_rtl(over_bound_program(), inputs={"x": [rows]})
+    res = run_rtl(buffered_rows_program("overbound"), inputs={"x": [rows]})
     assert res.status == "error"
     report = error_report(res)
     assert "Bufferize_0" in report and "OVER_BOUND" in report and "B <= 4" in report

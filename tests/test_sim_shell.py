@@ -6,10 +6,11 @@ import re
 import numpy as np
 import pytest
 
-from stepforge import Bufferize, Program, Streamify, Tile, int16
 from stepforge.sim import verilator as vl
 from stepforge.sim.rtl import compile_program, run_rtl
 from stepforge.sim.shell import INPUT_LATENCY, NAME, Port, ports, shell
+
+from .helpers import buffered_rows_program
 
 DESIGN = """module top(a, clk, rst, y, z);
   input [7:0] a;
@@ -67,20 +68,12 @@ def test_shell_refuses_what_it_cannot_wrap(text, message):
         shell(text, "nowhere" if "nowhere" in message else "top")
 
 
-def tiny_program():
-    p = Program("shelled")
-    B = p.symbol("B", bound=4)
-    x = p.input("x", [1, B], Tile(int16, 1, 4))
-    p.output(Streamify(Bufferize(x, 1)), "y")
-    return p
-
-
 ROWS = [[np.full((1, 4), i, np.int16) for i in range(3)]]
 
 
 def test_waves_are_written_and_change_nothing(tmp_path):
-    calm = run_rtl(tiny_program(), inputs={"x": ROWS}, workdir=tmp_path / "calm")
-    waved = run_rtl(tiny_program(), inputs={"x": ROWS}, waves=True, workdir=tmp_path / "waves")
+    calm = run_rtl(buffered_rows_program("shelled"), inputs={"x": ROWS}, workdir=tmp_path / "calm")
+    waved = run_rtl(buffered_rows_program("shelled"), inputs={"x": ROWS}, waves=True, workdir=tmp_path / "waves")
     assert calm.status == waved.status == "done"
     assert waved.csrs == calm.csrs
     for got in (calm.outputs["y"], waved.outputs["y"]):      # the rows, then the closing stop
@@ -106,7 +99,7 @@ def test_shelled_model_has_almost_no_input_combinational_logic():
     # eval (its "ico" region); behind the shell's registers that is a few copies. Without the
     # shell (cocotb's runner alone: --public-flat-rw, the design's own inputs) it is a large part
     # of the model, which cost a third of the speed on SwiGLU.
-    _, _, text = compile_program(tiny_program())
+    _, _, text = compile_program(buffered_rows_program("shelled"))
     s = shell(text)
     shelled = vl.build(text + s.verilog, s.name, build_args=s.build_args, control=s.control)
     bare = vl.build(text, "top")
