@@ -208,8 +208,7 @@ class _Converter:
 
     def __init__(self, jobs):
         self.jobs = jobs if hasattr(os, "fork") else 1
-        self._dir = (tempfile.TemporaryDirectory(prefix="stepforge-rtlil-") if self.jobs > 1
-                     else None)
+        self._dir = None        # made by the first child (a warm compile forks none)
         self._running = {}      # pid -> (module, path)
 
     def submit(self, module, design):
@@ -217,7 +216,9 @@ class _Converter:
             module.rtlil_text = _rtlil(design, module.name)
             return
         while len(self._running) >= self.jobs:
-            self._reap(os.wait())
+            self._reap_oldest()
+        if self._dir is None:
+            self._dir = tempfile.TemporaryDirectory(prefix="stepforge-rtlil-")
         path = Path(self._dir.name) / f"{module.name}.il"
         pid = os.fork()
         if pid == 0:                            # the child: generate, write, leave at once
@@ -246,10 +247,15 @@ class _Converter:
                                f"process (exit status {code}):\n{why}")
         module.rtlil_text = path.read_text()
 
+    def _reap_oldest(self):
+        # waits for this converter's own child by pid: os.wait() could reap another child of
+        # the process (the Yosys run) and lose its exit status
+        self._reap(os.waitpid(next(iter(self._running)), 0))
+
     def finish(self):
         """Wait for every child; each submitted module then has its ``rtlil_text``."""
         while self._running:
-            self._reap(os.waitpid(next(iter(self._running)), 0))
+            self._reap_oldest()
 
     def close(self):
         """Stop any child still running (after a failure) and drop the folder."""
