@@ -21,6 +21,7 @@ into a silent wrong answer downstream.
 """
 
 import enum
+import weakref
 
 from amaranth.hdl import Signal
 from amaranth.lib import wiring
@@ -29,6 +30,11 @@ from amaranth.lib.wiring import Out
 __all__ = ["ErrorCode", "StatusSignature", "ERROR_CODE_BITS", "check_int", "raise_error"]
 
 ERROR_CODE_BITS = 4
+
+#: The error registers of each status port, per :class:`~amaranth.hdl.Module` being built
+#: (``{id(status): (status, error_flag, error_code)}``; the status object is kept so that its id
+#: cannot be reused while the module lives).
+_ERROR_REGS = weakref.WeakKeyDictionary()
 
 
 class ErrorCode(enum.IntEnum):
@@ -74,17 +80,18 @@ StatusSignature = wiring.Signature({
 def raise_error(m, status, code, condition):
     """Make ``status.error`` sticky-high with ``code`` the first cycle ``condition`` holds.
 
-    ``status.error`` and ``status.code`` must be driven only through this helper (it creates the
-    registers behind them the first time it is called for ``status``).
+    ``status.error`` and ``status.code`` must be driven only through this helper. The registers
+    behind them are created the first time it is called for ``status`` while building ``m`` and
+    belong to that elaboration alone, so elaborating a unit twice builds its error logic twice.
     """
-    regs = getattr(status, "_stepforge_error_regs", None)
+    per_module = _ERROR_REGS.setdefault(m, {})
+    regs = per_module.get(id(status))
     if regs is None:
         err = Signal(name="error_flag")
         code_reg = Signal(ERROR_CODE_BITS, name="error_code")
         m.d.comb += [status.error.eq(err), status.code.eq(code_reg)]
-        regs = (err, code_reg)
-        status._stepforge_error_regs = regs
-    err, code_reg = regs
+        regs = per_module[id(status)] = (status, err, code_reg)
+    _, err, code_reg = regs
     with m.If(condition & ~err):
         m.d.sync += [err.eq(1), code_reg.eq(int(code))]
 
