@@ -10,6 +10,7 @@ late. Driven entirely by a job file (JSON, path in ``STEPFORGE_JOB``) written by
      "csrs": {name: address},                          # CSRs to read after the run
      "watchdog": int, "stall": bool, "max_cycles": int,
      "input_latency": int, "period_ns": int,           # the shell's (1 cycle, 10 ns)
+     "word_latency": int,                              # cycles from a word port read to its data
      "result": "path.json"}                            # where the results go
 
 The testbench resets the design, fills the memory through the debug back door (one word per
@@ -61,7 +62,8 @@ async def run_program(dut):
     """Preload, run to completion (or error, or deadlock), read back results and counters."""
     with open(os.environ[JOB_ENV]) as f:
         job = json.load(f)
-    latency = 1 + job["input_latency"]  # the debug port and the CSRs answer one edge later
+    latency = 1 + job["input_latency"]  # the CSRs answer one edge later
+    word_latency = job["word_latency"] + job["input_latency"]
     dut.start.value = 0
     dut.stall_enable.value = int(bool(job.get("stall")))
     dut.watchdog.value = job.get("watchdog", 0)
@@ -96,7 +98,7 @@ async def run_program(dut):
     dut.debug__re.value = 1
     for name, (base, count) in job["readback"].items():
         result["readback"][name] = await _read_pipelined(
-            dut, dut.debug__addr, dut.debug__rdata, list(range(base, base + count)), latency,
+            dut, dut.debug__addr, dut.debug__rdata, list(range(base, base + count)), word_latency,
             valid=dut.debug__rvalid)
     dut.debug__re.value = 0
     with open(job["result"], "w") as f:

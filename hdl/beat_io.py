@@ -39,7 +39,7 @@ class BeatReader(wiring.Component):
     -------
     out : ``Out(stream.Signature(layout))``
         The beats.
-    mem : ``Out(MemoryPort(geometry, "read"))``
+    mem : ``Out(MemoryPort(geometry, "read", (words_per_beat, 1, 0)))``
         The memory read port.
     status : ``Out(StatusSignature)``
     bytes : ``Out(32)``
@@ -52,7 +52,7 @@ class BeatReader(wiring.Component):
         self.wpb = words_per_beat(layout, geometry)
         super().__init__({
             "out": Out(stream.Signature(layout)),
-            "mem": Out(MemoryPort(geometry, "read")),
+            "mem": Out(MemoryPort(geometry, "read", (self.wpb, 1, 0))),
             "status": Out(StatusSignature),
             "bytes": Out(32),
         })
@@ -73,7 +73,7 @@ class BeatReader(wiring.Component):
         with m.FSM(name="reader"):
             with m.State("REQ"):
                 m.d.comb += [self.mem.req.valid.eq(1), self.mem.req.payload.addr.eq(addr),
-                             self.mem.req.payload.count.eq(wpb), self.status.busy.eq(1)]
+                             self.status.busy.eq(1)]
                 with m.If(self.mem.req.ready):
                     m.d.sync += filled.eq(0)
                     m.next = "COLLECT"
@@ -118,7 +118,7 @@ class BeatWriter(wiring.Component):
     Members
     -------
     in0 : ``In(stream.Signature(layout))``
-    mem : ``Out(MemoryPort(geometry, "write"))``
+    mem : ``Out(MemoryPort(geometry, "write", (words_per_beat, 1, 0)))``
     status : ``Out(StatusSignature)``
     beats : ``Out(32)``
         Beats written so far.
@@ -134,7 +134,7 @@ class BeatWriter(wiring.Component):
         self.wpb = words_per_beat(layout, geometry)
         super().__init__({
             "in0": In(stream.Signature(layout)),
-            "mem": Out(MemoryPort(geometry, "write")),
+            "mem": Out(MemoryPort(geometry, "write", (self.wpb, 1, 0))),
             "status": Out(StatusSignature),
             "beats": Out(32),
             "done": Out(1),
@@ -174,7 +174,7 @@ class BeatWriter(wiring.Component):
                         m.next = "REQ"
             with m.State("REQ"):
                 m.d.comb += [self.mem.req.valid.eq(1), self.mem.req.payload.addr.eq(addr),
-                             self.mem.req.payload.count.eq(wpb), self.status.busy.eq(1)]
+                             self.status.busy.eq(1)]
                 with m.If(self.mem.req.ready):
                     m.next = "DATA"
             with m.State("DATA"):

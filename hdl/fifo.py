@@ -44,6 +44,9 @@ class StreamFIFO(wiring.Component):
     buffered : bool, default False
         Select :class:`~amaranth.lib.fifo.SyncFIFOBuffered` instead of
         :class:`~amaranth.lib.fifo.SyncFIFO` (see above).
+    counters : bool, default True
+        Provide ``level`` and ``high_water`` (the simulation target's statistics); a board build
+        leaves them out.
 
     Members
     -------
@@ -54,8 +57,9 @@ class StreamFIFO(wiring.Component):
     o : ``Out(stream.Signature(shape))``
         Beats in the order they were accepted.
     level : ``Out(range(depth + 1))``
-        Current occupancy.
+        Current occupancy (only with ``counters``).
     high_water : ``Out(range(depth + 1))``
+        Only with ``counters``.
         Sticky maximum occupancy since reset: the largest value ``level`` held at any earlier
         clock edge (a register, so it follows a new maximum of ``level`` one cycle later).
         Cleared only by reset.
@@ -66,19 +70,18 @@ class StreamFIFO(wiring.Component):
         ``depth`` is not an int ``>= 1``.
     """
 
-    def __init__(self, shape, depth, *, buffered=False):
+    def __init__(self, shape, depth, *, buffered=False, counters=True):
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
             raise ValueError(f"StreamFIFO depth must be an int >= 1, not {depth!r}")
         self._shape = shape
         self._width = Shape.cast(shape).width
         self._depth = depth
         self._buffered = bool(buffered)
-        super().__init__({
-            "i": In(stream.Signature(shape)),
-            "o": Out(stream.Signature(shape)),
-            "level": Out(range(depth + 1)),
-            "high_water": Out(range(depth + 1)),
-        })
+        self._counters = bool(counters)
+        members = {"i": In(stream.Signature(shape)), "o": Out(stream.Signature(shape))}
+        if counters:
+            members.update({"level": Out(range(depth + 1)), "high_water": Out(range(depth + 1))})
+        super().__init__(members)
 
     @property
     def shape(self):
@@ -97,7 +100,8 @@ class StreamFIFO(wiring.Component):
 
     def __repr__(self):
         buffered = ", buffered=True" if self._buffered else ""
-        return f"StreamFIFO({self._shape!r}, depth={self._depth}{buffered})"
+        counters = "" if self._counters else ", counters=False"
+        return f"StreamFIFO({self._shape!r}, depth={self._depth}{buffered}{counters})"
 
     def elaborate(self, platform):
         m = Module()
@@ -112,9 +116,9 @@ class StreamFIFO(wiring.Component):
             self.o.payload.eq(queue.r_data),
             self.o.valid.eq(queue.r_rdy),
             queue.r_en.eq(self.o.ready),
-
-            self.level.eq(queue.level),
         ]
-        with m.If(queue.level > self.high_water):
-            m.d.sync += self.high_water.eq(queue.level)
+        if self._counters:
+            m.d.comb += self.level.eq(queue.level)
+            with m.If(queue.level > self.high_water):
+                m.d.sync += self.high_water.eq(queue.level)
         return m

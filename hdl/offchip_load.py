@@ -31,7 +31,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..compiler.types import ElemType, Index, Tile
 from .beat import beat_signature, stop_width
-from .memory import MemoryPort, TensorPlacement, index_shape, quiet_on_error
+from .memory import TensorPlacement, index_shape, quiet_on_error
 from .unit import ErrorCode, StatusSignature, raise_error
 
 __all__ = ["LinearLoadUnit", "RandomLoadUnit"]
@@ -63,7 +63,7 @@ class _TileFetcher(wiring.Component):
     cmd : ``In(stream.Signature(_command_layout(...)))``
         ``addr`` is the tile's first word (ignored when ``has_data`` is 0).
     out : ``Out(beat_signature(Tile(dtype, tr, tc), rank))``
-    mem : ``Out(MemoryPort(geometry, "read"))``
+    mem : ``Out(placement.port("read"))``
     busy : ``Out(1)``
         A command is being issued, a tile is in flight or a beat waits to leave.
     """
@@ -75,7 +75,7 @@ class _TileFetcher(wiring.Component):
         super().__init__({
             "cmd": In(stream.Signature(self.cmd_layout)),
             "out": Out(beat_signature(self.tile_type, rank)),
-            "mem": Out(MemoryPort(placement.geometry, "read")),
+            "mem": Out(placement.port("read")),
             "busy": Out(1),
         })
 
@@ -257,7 +257,7 @@ class LinearLoadUnit(wiring.Component):
         Only with ``ref_type``.
     out : ``Out(beat_signature(Tile(dtype, tr, tc), rank))``
         ``rank = len(out_shape)`` (+ ``ref_rank`` with a reference).
-    mem : ``Out(MemoryPort(geometry, "read"))``
+    mem : ``Out(placement.port("read"))``
     status : ``Out(StatusSignature)``
         Never raises ``error``.
 
@@ -300,7 +300,7 @@ class LinearLoadUnit(wiring.Component):
             members["ref"] = In(beat_signature(ref_type, ref_rank, row_bound=row_bound))
         members.update({
             "out": Out(beat_signature(self.tile_type, self.rank)),
-            "mem": Out(MemoryPort(placement.geometry, "read")),
+            "mem": Out(placement.port("read")),
             "status": Out(StatusSignature),
         })
         super().__init__(members)
@@ -380,7 +380,7 @@ class RandomLoadUnit(wiring.Component):
     -------
     addr : ``In(beat_signature(Index(), addr_rank))``
     out : ``Out(beat_signature(Tile(dtype, tr, tc), addr_rank))``
-    mem : ``Out(MemoryPort(geometry, "read"))``
+    mem : ``Out(placement.port("read"))``
     status : ``Out(StatusSignature)``
         ``error`` with ``ErrorCode.ADDRESS_RANGE``.
     """
@@ -396,7 +396,7 @@ class RandomLoadUnit(wiring.Component):
         super().__init__({
             "addr": In(beat_signature(Index(), addr_rank)),
             "out": Out(beat_signature(self.tile_type, addr_rank)),
-            "mem": Out(MemoryPort(placement.geometry, "read")),
+            "mem": Out(placement.port("read")),
             "status": Out(StatusSignature),
         })
 

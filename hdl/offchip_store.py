@@ -15,7 +15,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..compiler.types import Bool, Index, Tile
 from .beat import beat_signature, stop_width
-from .memory import MemoryPort, TensorPlacement, index_shape, quiet_on_error
+from .memory import TensorPlacement, index_shape, quiet_on_error
 from .unit import ErrorCode, StatusSignature, raise_error
 
 __all__ = ["LinearStoreUnit", "RandomStoreUnit"]
@@ -33,7 +33,7 @@ class _TileWriter(wiring.Component):
     -------
     cmd : ``In(stream.Signature({"addr", "data"}))``
         A tile's first word address and its bits (the beat's ``data`` field).
-    mem : ``Out(MemoryPort(geometry, "write"))``
+    mem : ``Out(placement.port("write"))``
     busy : ``Out(1)``
         A tile is held.
     retire : ``Out(1)``
@@ -47,7 +47,7 @@ class _TileWriter(wiring.Component):
                                              "data": unsigned(placement.tile_words * g.word_bits)})
         super().__init__({
             "cmd": In(stream.Signature(self.cmd_layout)),
-            "mem": Out(MemoryPort(g, "write")),
+            "mem": Out(placement.port("write")),
             "busy": Out(1),
             "retire": Out(1),
         })
@@ -119,7 +119,7 @@ class LinearStoreUnit(wiring.Component):
     Members
     -------
     in0 : ``In(beat_signature(Tile(dtype, tr, tc), rank))``
-    mem : ``Out(MemoryPort(geometry, "write"))``
+    mem : ``Out(placement.port("write"))``
     done : ``Out(1)``
         Sticky: the stream has ended and all its writes are in memory.
     status : ``Out(StatusSignature)``
@@ -134,7 +134,7 @@ class LinearStoreUnit(wiring.Component):
         self.tile_type = Tile(placement.dtype, *placement.tile)
         super().__init__({
             "in0": In(beat_signature(self.tile_type, rank)),
-            "mem": Out(MemoryPort(placement.geometry, "write")),
+            "mem": Out(placement.port("write")),
             "done": Out(1),
             "status": Out(StatusSignature),
         })
@@ -220,7 +220,7 @@ class RandomStoreUnit(wiring.Component):
     addr : ``In(beat_signature(Index(), addr_rank))``
     data : ``In(beat_signature(Tile(dtype, tr, tc), data_rank))``
     ack : ``Out(beat_signature(Bool(), addr_rank))``
-    mem : ``Out(MemoryPort(geometry, "write"))``
+    mem : ``Out(placement.port("write"))``
     status : ``Out(StatusSignature)``
     """
 
@@ -238,7 +238,7 @@ class RandomStoreUnit(wiring.Component):
             "addr": In(beat_signature(Index(), addr_rank)),
             "data": In(beat_signature(self.tile_type, data_rank)),
             "ack": Out(beat_signature(Bool(), addr_rank)),
-            "mem": Out(MemoryPort(placement.geometry, "write")),
+            "mem": Out(placement.port("write")),
             "status": Out(StatusSignature),
         })
 

@@ -13,7 +13,15 @@ With a ``library`` (:class:`~stepforge.sim.separate.UnitLibrary`, the Verilog fl
 FIFO and the memory become instances of separately compiled, cached Verilog modules and only the
 top's own logic is converted with it; without one (Amaranth's simulator) they are submodules.
 
-``stall_enable`` turns on random back-pressure (a test mode): every FIFO refuses its input in
+Two targets come from one design (``target``). The **simulation** target (the default) has
+everything that exists to test: random stall injection, the watchdog, per-unit busy/stall
+counters and per-FIFO level and high-water registers. The **board** target keeps what a host
+needs (``start``, ``running``/``done``/``error``, the error's unit and code, the cycle counter,
+off-chip byte counters, beats per output stream, and the memory's word port for loading and
+reading tensors) and drops the rest, so none of it costs area or sits on a timing path. The
+units, and so the cycles, are the same.
+
+``stall_enable`` (simulation target) turns on random back-pressure: every FIFO refuses its input in
 about a quarter of the cycles and the memory grants nothing in about a quarter of the cycles, from
 a free-running LFSR. Refusing ``ready`` is always legal, so the program's results must not change.
 """
@@ -26,7 +34,10 @@ from .csr import CSRBank
 from .fifo import StreamFIFO
 from .memory import DebugSignature, MemoryModel
 
-__all__ = ["System"]
+__all__ = ["System", "TARGETS"]
+
+#: The build targets of a :class:`System` (module doc).
+TARGETS = ("sim", "board")
 
 
 class System(wiring.Component):
@@ -42,31 +53,38 @@ class System(wiring.Component):
     library : stepforge.sim.separate.UnitLibrary, optional
         Instantiate the units, FIFOs and memory as the library's separately compiled modules
         (their components are elaborated by the library) instead of as submodules.
+    target : {"sim", "board"}, default "sim"
+        The simulation target, or the board target without test-only logic (module doc).
 
     Members
     -------
     start : ``In(1)``
         Pulse (or hold) to start the run.
     stall_enable : ``In(1)``
-        Random back-pressure on every FIFO input and on the memory (test mode).
+        Simulation target only: random back-pressure on every FIFO input and on the memory.
     watchdog : ``In(32)``
-        Cycles without progress that count as a deadlock (0 disables the watchdog).
+        Simulation target only: cycles without progress that count as a deadlock (0 disables
+        the watchdog).
     debug : ``In(DebugSignature(geometry))``
-        The memory's back door.
+        The memory's word port (the host loads and reads tensors through it).
     csr_addr : ``In(16)``, csr_rdata : ``Out(32)``
         Read a CSR (one cycle of latency); :attr:`csr_map` gives the addresses.
     running, done, error, deadlock : ``Out(1)``
     """
 
-    def __init__(self, hw, *, storage="amaranth", library=None):
+    def __init__(self, hw, *, storage="amaranth", library=None, target="sim"):
+        if target not in TARGETS:
+            raise ValueError(f"System target must be one of {', '.join(map(repr, TARGETS))}, "
+                             f"not {target!r}")
         self.hw = hw
         self.storage = storage
         self.library = library
+        self.target = target
         g = hw.geometry
-        super().__init__({
-            "start": In(1),
-            "stall_enable": In(1),
-            "watchdog": In(32),
+        members = {"start": In(1)}
+        if target == "sim":
+            members.update({"stall_enable": In(1), "watchdog": In(32)})
+        members.update({
             "debug": In(DebugSignature(g)),
             "csr_addr": In(16),
             "csr_rdata": Out(32),
@@ -75,13 +93,15 @@ class System(wiring.Component):
             "error": Out(1),
             "deadlock": Out(1),
         })
+        super().__init__(members)
         self._csr_names = None
         self._fifo_ports = {}     # edge id -> (FIFO input, FIFO output), for simulation probes
         self._memory = None
         self._beats_written = {}  # output stream name -> its writer's beat counter
 
     def __repr__(self):
-        return f"System({self.hw.program.name!r})"
+        target = "" if self.target == "sim" else f", target={self.target!r}"
+        return f"System({self.hw.program.name!r}{target})"
 
     @property
     def csr_map(self):
@@ -100,10 +120,16 @@ class System(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         hw = self.hw
+        sim = self.target == "sim"
         reads = [(u, p) for u in hw.units for p, kind in u.memory if kind == "read"]
         writes = [(u, p) for u in hw.units for p, kind in u.memory if kind == "write"]
-        mem = MemoryModel(hw.config, hw.memory_bytes, read_ports=len(reads) or (0 if writes else 1),
-                          write_ports=len(writes), word_bytes=hw.geometry.word_bytes,
+
+        def bursts(clients):
+            return [getattr(u.component, p).signature.burst for u, p in clients]
+
+        mem = MemoryModel(hw.config, hw.memory_bytes,
+                          read_ports=bursts(reads) or ([] if writes else [(1, 1, 0)]),
+                          write_ports=bursts(writes), word_bytes=hw.geometry.word_bytes,
                           storage=self.storage)
         self._add(m, "memory", mem)
         wiring.connect(m, wiring.flipped(self.debug), mem.debug)
@@ -120,10 +146,11 @@ class System(wiring.Component):
                      self.deadlock.eq(deadlock)]
         hold = ~started
 
-        # free-running LFSR for the stall test mode
-        lfsr = Signal(32, init=0xACE1_2468, name="lfsr")
-        m.d.sync += lfsr.eq(Cat(lfsr[1:], lfsr[0] ^ lfsr[1] ^ lfsr[21] ^ lfsr[31]))
-        m.d.comb += mem.stall.eq(self.stall_enable & lfsr[0] & lfsr[1])
+        if sim:
+            # free-running LFSR for the stall test mode
+            lfsr = Signal(32, init=0xACE1_2468, name="lfsr")
+            m.d.sync += lfsr.eq(Cat(lfsr[1:], lfsr[0] ^ lfsr[1] ^ lfsr[21] ^ lfsr[31]))
+            m.d.comb += mem.stall.eq(self.stall_enable & lfsr[0] & lfsr[1])
 
         comps = {}
         for u in hw.units:
@@ -142,15 +169,16 @@ class System(wiring.Component):
         for e in hw.edges:
             # deep FIFOs (sized for reconvergent forks) go to block RAM; SyncFIFOBuffered keeps one
             # beat per cycle from depth 3 on
-            fifo = StreamFIFO(e.layout, e.depth, buffered=e.depth >= 8)
+            fifo = StreamFIFO(e.layout, e.depth, buffered=e.depth >= 8, counters=sim)
             self._add(m, f"f{e.eid}_{e.name.replace('.', '_')}", fifo, hold)
             fifos.append(fifo)
             self._fifo_ports[e.eid] = (fifo.i, fifo.o)
             src = hw.unit(e.src[0]).port(e.src[1])
             dst = hw.unit(e.dst[0]).port(e.dst[1])
             stall = Signal(name=f"f{e.eid}_stall")
-            bits = [(e.eid * 7 + k) % 32 for k in (2, 3)]
-            m.d.comb += stall.eq(self.stall_enable & lfsr[bits[0]] & lfsr[bits[1]])
+            if sim:
+                bits = [(e.eid * 7 + k) % 32 for k in (2, 3)]
+                m.d.comb += stall.eq(self.stall_enable & lfsr[bits[0]] & lfsr[bits[1]])
             m.d.comb += [
                 fifo.i.payload.eq(src.payload),
                 fifo.i.valid.eq(src.valid & ~stall),
@@ -158,10 +186,11 @@ class System(wiring.Component):
             ]
             wiring.connect(m, fifo.o, dst)
             moves += [src.valid & src.ready, fifo.o.valid & fifo.o.ready]
-        bytes_prev = Signal(48, name="bytes_prev")
-        m.d.sync += bytes_prev.eq(mem.bytes_read + mem.bytes_written)
-        moves.append(bytes_prev != mem.bytes_read + mem.bytes_written)
-        m.d.comb += progress.eq(Cat(*moves).any())
+        if sim:
+            bytes_prev = Signal(48, name="bytes_prev")
+            m.d.sync += bytes_prev.eq(mem.bytes_read + mem.bytes_written)
+            moves.append(bytes_prev != mem.bytes_read + mem.bytes_written)
+            m.d.comb += progress.eq(Cat(*moves).any())
 
         sinks = [comps[u.name].done for u in hw.units if u.sink]
         all_done = Signal(name="all_sinks_done")
@@ -176,10 +205,11 @@ class System(wiring.Component):
 
         with m.If(running):
             m.d.sync += cycles.eq(cycles + 1)
-            with m.If(progress):
-                m.d.sync += idle.eq(0)
-            with m.Else():
-                m.d.sync += idle.eq(idle + 1)
+            if sim:
+                with m.If(progress):
+                    m.d.sync += idle.eq(0)
+                with m.Else():
+                    m.d.sync += idle.eq(idle + 1)
             with m.If(any_error):
                 m.d.sync += [error.eq(1), running.eq(0)]
                 for u in reversed(owners):   # the lowest unit id wins among simultaneous errors
@@ -187,8 +217,9 @@ class System(wiring.Component):
                         m.d.sync += [error_unit.eq(u.uid), error_code.eq(comps[u.name].status.code)]
             with m.Elif(all_done):
                 m.d.sync += [done.eq(1), running.eq(0)]
-            with m.Elif((self.watchdog != 0) & (idle >= self.watchdog)):
-                m.d.sync += [deadlock.eq(1), running.eq(0)]
+            if sim:
+                with m.Elif((self.watchdog != 0) & (idle >= self.watchdog)):
+                    m.d.sync += [deadlock.eq(1), running.eq(0)]
 
         # CSRs
         m.submodules.csr = csr = CSRBank(1 << 16)
@@ -204,16 +235,17 @@ class System(wiring.Component):
         csr.add("host_bytes_written", sum(host_written)[:32] if host_written else 0)
         for u in owners:
             st = comps[u.name].status
-            for what in ("busy", "stall_in", "stall_out"):
-                counter = Signal(32, name=f"u{u.uid}_{what}_cycles")
-                with m.If(running & getattr(st, what)):
-                    m.d.sync += counter.eq(counter + 1)
-                csr.add(f"unit.{u.name}.{what}", counter)
-            csr.add(f"unit.{u.name}.state", Cat(st.busy, st.stall_in, st.stall_out, st.error))
+            if sim:
+                for what in ("busy", "stall_in", "stall_out"):
+                    counter = Signal(32, name=f"u{u.uid}_{what}_cycles")
+                    with m.If(running & getattr(st, what)):
+                        m.d.sync += counter.eq(counter + 1)
+                    csr.add(f"unit.{u.name}.{what}", counter)
+                csr.add(f"unit.{u.name}.state", Cat(st.busy, st.stall_in, st.stall_out, st.error))
             if u.node.op == "Output":
                 csr.add(f"output.{u.name}.beats", comps[u.name].beats)
                 self._beats_written[u.name] = comps[u.name].beats
-        for e, fifo in zip(hw.edges, fifos):
+        for e, fifo in zip(hw.edges if sim else [], fifos):
             csr.add(f"fifo.{e.name}.high_water", fifo.high_water)
             csr.add(f"fifo.{e.name}.level", fifo.level)
         self._csr_names = csr.names

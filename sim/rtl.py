@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..compiler.lower import lower
 from ..hdl.beat import pack_beat, unpack_beat
-from ..hdl.memory import array_from_bytes, array_to_bytes
+from ..hdl.memory import array_from_bytes, array_to_bytes, lane_ram_verilog
 from ..hdl.system import System
 from . import verilator
 from .shell import shell
@@ -69,27 +69,28 @@ class RTLResult:
 
 
 def compile_program(program, config=None, *, depths=None, separate=True, unit_cache=None,
-                    jobs=None):
+                    jobs=None, target="sim"):
     """Lower ``program`` and return ``(hw, system, verilog text)``.
 
     With ``separate`` (the default) every distinct unit, FIFO and the memory is a Verilog module
     of its own, converted once and then taken from the unit cache (``unit_cache``, default
     ``<cache root>/units``; :mod:`stepforge.sim.separate`), and only the top is converted per
     call; the modules missing from the cache are generated ``jobs`` at once (default: the CPU
-    count). ``separate=False`` converts the whole system as one design.
+    count). ``separate=False`` converts the whole system as one design. ``target`` is the
+    :class:`~stepforge.hdl.system.System`'s: ``"sim"`` (Verilator) or ``"board"`` (an FPGA build
+    without test-only logic; its memory lanes start uninitialized).
     """
-    from ..hdl.memory import LANE_RAM_VERILOG
     from .separate import UnitLibrary, gc_paused
     hw = lower(program, config, depths=depths)
     if separate:
         library = UnitLibrary(unit_cache, jobs=jobs)
-        system = System(hw, storage="verilog", library=library)
+        system = System(hw, storage="verilog", library=library, target=target)
         text = library.convert(system, "top")
     else:
-        system = System(hw, storage="verilog")
+        system = System(hw, storage="verilog", target=target)
         with gc_paused():
             text = verilator.convert(system, "top")
-    return hw, system, text + LANE_RAM_VERILOG
+    return hw, system, text + lane_ram_verilog(zero_init=target == "sim")
 
 
 def _words(buf, word_bytes):
@@ -173,7 +174,7 @@ def run_rtl(program, tensors=None, inputs=None, *, config=None, depths=None, sta
     job = {"preload": preload, "readback": readback, "csrs": system.csr_map,
            "watchdog": watchdog, "stall": bool(stall), "max_cycles": max_cycles,
            "input_latency": sim.input_latency, "period_ns": sim.period_ns,
-           "result": str(work / "result.json")}
+           "word_latency": hw.geometry.latency, "result": str(work / "result.json")}
     (work / "job.json").write_text(json.dumps(job))
     t0 = time.perf_counter()
     say("simulating")

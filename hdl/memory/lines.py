@@ -1,0 +1,162 @@
+"""A client's bursts as a stream of memory lines, each with the row and word of every lane."""
+
+from amaranth.hdl import Module, Mux, Signal, unsigned
+from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .port import MemoryPort
+
+__all__ = ["LineLayout", "LineGenerator", "line_tables"]
+
+
+def LineLayout(geometry):
+    """The layout of one line of a burst, as the memory's pipeline carries it.
+
+    ``rows[j]``
+        The row lane ``j`` reads or writes.
+    ``use``
+        The lanes the line moves a word in (a bit per lane).
+    ``sel[j]``
+        A write line: lane ``j`` takes word ``sel[j]`` of the client's line. A read line: word
+        ``j`` of the response comes from lane ``sel[j]``.
+    ``count``, ``last``
+        Words in the line (``1..lanes``); the burst's last line.
+    """
+    L = geometry.lanes
+    row_bits = max(1, geometry.addr_bits - geometry.lane_bits)
+    return data.StructLayout({
+        "rows": data.ArrayLayout(unsigned(row_bits), L),
+        "use": unsigned(L),
+        "sel": data.ArrayLayout(unsigned(max(1, geometry.lane_bits)), L),
+        "count": range(L + 1),
+        "last": 1,
+    })
+
+
+def line_tables(port):
+    """The constant tables that turn a burst of ``port``'s shape into lines.
+
+    Returns ``(lines, patterns)``: ``lines[l] = (pattern, count, delta)``, the pattern of line
+    ``l``, its words, and the words from its first word to the next line's (0 for the last);
+    ``patterns[p][r]`` lists, for a line whose first word sits in lane ``r``, ``(row offset,
+    used, sel)`` of every lane ``j`` (row offset from the row of the line's first word; ``sel``
+    as in :func:`LineLayout`).
+    """
+    g = port.geometry
+    L = g.lanes
+    offsets = g.line_offsets(*port.burst)
+    shapes, lines = [], []
+    for n, offs in enumerate(offsets):
+        rel = tuple(o - offs[0] for o in offs)
+        if rel not in shapes:
+            shapes.append(rel)
+        delta = offsets[n + 1][0] - offs[0] if n + 1 < len(offsets) else 0
+        lines.append((shapes.index(rel), len(offs), delta))
+    patterns = []
+    for rel in shapes:
+        by_r = []
+        for r in range(L):
+            row = [0] * L
+            used = [0] * L
+            sel = [0] * L
+            for i, o in enumerate(rel):
+                j = (r + o % L) % L
+                row[j] = o // L + (j < r)
+                used[j] = 1
+                sel[j if port.kind == "write" else i] = i if port.kind == "write" else j
+            by_r.append(list(zip(row, used, sel)))
+        patterns.append(by_r)
+    return lines, patterns
+
+
+class LineGenerator(wiring.Component):
+    """Turn the bursts of one client into memory lines (:func:`LineLayout`), one per cycle.
+
+    A request enters a two-entry queue (so ``req.ready`` is a register's output and a client can
+    issue a burst every cycle). The line at the head of the burst is computed from the request's
+    address with constant tables (:func:`line_tables`: no multiplier, one adder per lane for the
+    row) into the ``line`` register; each line taken moves on to the next with one add of a
+    constant. A line is offered two cycles after its request was accepted.
+
+    Parameters
+    ----------
+    port : MemoryPort
+        The client's port (its geometry, kind and burst shape).
+
+    Members
+    -------
+    req : ``In(stream.Signature(geometry.request_layout))``
+        The client's bursts.
+    line : ``Out(stream.Signature(LineLayout(geometry)))``
+        The lines of the bursts, in order; ``line.valid`` and ``line.payload`` are registers.
+    """
+
+    def __init__(self, port):
+        if not isinstance(port, MemoryPort):
+            raise TypeError(f"LineGenerator port must be a MemoryPort, not {port!r}")
+        self.port = port
+        g = port.geometry
+        super().__init__({"req": In(stream.Signature(g.request_layout)),
+                          "line": Out(stream.Signature(LineLayout(g)))})
+
+    def __repr__(self):
+        return f"LineGenerator({self.port!r})"
+
+    def elaborate(self, platform):
+        m = Module()
+        g = self.port.geometry
+        L, lb = g.lanes, g.lane_bits
+        lines, patterns = line_tables(self.port)
+        nl = len(lines)
+
+        m.submodules.queue = queue = fifo.SyncFIFO(width=g.addr_bits, depth=2)
+        m.d.comb += [queue.w_data.eq(self.req.payload.addr), queue.w_en.eq(self.req.valid),
+                     self.req.ready.eq(queue.w_rdy)]
+
+        index = Signal(range(max(nl, 2)), name="line_index")
+        running = Signal(g.addr_bits, name="line_addr")      # the next line's first word
+        addr = Signal(g.addr_bits, name="head_addr")
+        if nl == 1:
+            m.d.comb += addr.eq(queue.r_data)
+        else:
+            m.d.comb += addr.eq(Mux(index == 0, queue.r_data, running))
+
+        pattern = Signal(range(max(len(patterns), 2)), name="line_pattern")
+        count = Signal(range(L + 1), name="line_count")
+        delta = Signal(g.addr_bits, name="line_delta")
+        last = Signal(name="line_last")
+        with m.Switch(index):
+            for n, (p, c, d) in enumerate(lines):
+                with m.Case(n):
+                    m.d.comb += [pattern.eq(p), count.eq(c), delta.eq(d), last.eq(n == nl - 1)]
+
+        lane = addr[:lb] if lb else 0
+        row = addr[lb:]
+        nxt = Signal(LineLayout(g), name="line_next")
+        row_off = [Signal(len(nxt.rows[0]), name=f"lane{j}_row_offset") for j in range(L)]
+        with m.Switch(pattern):
+            for p, by_r in enumerate(patterns):
+                with m.Case(p):
+                    with m.Switch(lane):
+                        for r, lanes in enumerate(by_r):
+                            with m.Case(r):
+                                for j, (off, used, sel) in enumerate(lanes):
+                                    m.d.comb += [row_off[j].eq(off), nxt.use[j].eq(used),
+                                                 nxt.sel[j].eq(sel)]
+        m.d.comb += [nxt.rows[j].eq(row + row_off[j]) for j in range(L)]
+        m.d.comb += [nxt.count.eq(count), nxt.last.eq(last)]
+
+        load = Signal(name="line_load")
+        m.d.comb += load.eq(queue.r_rdy & (~self.line.valid | self.line.ready))
+        with m.If(self.line.valid & self.line.ready):
+            m.d.sync += self.line.valid.eq(0)
+        with m.If(load):
+            m.d.sync += [self.line.valid.eq(1), self.line.payload.eq(nxt)]
+            if nl > 1:
+                m.d.sync += running.eq(addr + delta)
+                with m.If(last):
+                    m.d.sync += index.eq(0)
+                with m.Else():
+                    m.d.sync += index.eq(index + 1)
+        m.d.comb += queue.r_en.eq(load & last)
+        return m

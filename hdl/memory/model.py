@@ -1,0 +1,246 @@
+"""The memory: banked lanes behind a pipelined arbiter, one line per cycle (package doc)."""
+
+from amaranth.hdl import Array, Cat, Const, MemoryData, Module, Mux, Signal, unsigned
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from ..config import HardwareConfig
+from .arbiter import RoundRobin
+from .geometry import MemoryGeometry, check_count, index_shape, quiet_on_error
+from .lane_ram import LaneRAM
+from .lines import LineGenerator, LineLayout
+from .port import DebugSignature, MemoryPort, ResponseSignature
+
+__all__ = ["MemoryModel", "PIPELINE_LATENCY"]
+
+#: Cycles from a line's grant to its data on ``resp`` without added delay: the granted line's
+#: register, the block RAM's registered read, the gathered line's register.
+PIPELINE_LATENCY = 3
+
+
+def _pick(values, index):
+    """``values[index]`` for values of one width, as a case statement (padded with the last)."""
+    values = list(values)
+    values += [values[-1]] * ((1 << len(index)) - len(values))
+    return Array(values)[index]
+
+
+class MemoryModel(wiring.Component):
+    """A banked, pipelined memory with one burst port per client (package doc).
+
+    Parameters
+    ----------
+    config : HardwareConfig
+        ``mem_channels``, ``mem_bytes_per_channel`` and ``mem_latency`` shape the memory;
+        ``mem_latency`` must be at least :data:`PIPELINE_LATENCY`.
+    size_bytes : int
+        Capacity (rounded up to whole words).
+    init : bytes-like or sequence of int, optional
+        Initial contents from byte address 0 (missing bytes are zero).
+    storage : {"amaranth", "verilog"}
+        See :class:`~stepforge.hdl.memory.lane_ram.LaneRAM`.
+    read_ports, write_ports : sequence of (int, int, int)
+        The burst shape ``(count, rows, stride)`` of each read and each write client
+        (:class:`MemoryPort`).
+    word_bytes : int, optional
+        See :meth:`MemoryGeometry.from_config`.
+    count_bits, max_segments : int
+        See :class:`MemoryGeometry`.
+    counter_bits : int, default 48
+        Width of ``bytes_read`` and ``bytes_written`` (they wrap).
+
+    Members
+    -------
+    read0, read1, ... : ``In(MemoryPort(geometry, "read", burst))``
+        Read clients (also the list :attr:`read`).
+    write0, write1, ... : ``In(MemoryPort(geometry, "write", burst))``
+        Write clients (also the list :attr:`write`).
+    debug : ``In(DebugSignature(geometry))``
+        The word port (host access and the simulation's preload), :attr:`word_latency` cycles.
+    stall : ``In(1)``
+        No line is granted in a cycle where it is high (simulation: random contention).
+    bytes_read, bytes_written : ``Out(counter_bits)``
+        Bytes moved by granted client lines since reset.
+    """
+
+    @quiet_on_error
+    def __init__(self, config, size_bytes, init=None, *, storage="amaranth", read_ports=(),
+                 write_ports=(), word_bytes=None, count_bits=16, max_segments=8, counter_bits=48):
+        if not isinstance(config, HardwareConfig):
+            raise TypeError(f"MemoryModel config must be a HardwareConfig, not {config!r}")
+        self.config = config
+        self.geometry = g = MemoryGeometry.from_config(config, size_bytes, word_bytes=word_bytes,
+                                                       count_bits=count_bits,
+                                                       max_segments=max_segments)
+        g.lane_bits    # a power of two, or a ValueError naming the lanes
+        if g.latency < PIPELINE_LATENCY:
+            raise ValueError(f"MemoryModel latency must be >= {PIPELINE_LATENCY} (its pipeline), "
+                             f"not {g.latency}")
+        self._size_bytes = size_bytes
+        if storage not in ("amaranth", "verilog"):
+            raise ValueError(f"MemoryModel storage must be 'amaranth' or 'verilog', not {storage!r}")
+        if storage == "verilog" and init:
+            raise ValueError("MemoryModel: storage='verilog' starts at zero; fill it through the "
+                             "debug port instead of init")
+        self.storage = storage
+        self.read_ports = tuple(tuple(b) for b in read_ports)
+        self.write_ports = tuple(tuple(b) for b in write_ports)
+        if not self.read_ports and not self.write_ports:
+            raise ValueError("a MemoryModel needs at least one read or write port")
+        self.counter_bits = check_count("MemoryModel counter_bits", counter_bits)
+        self._init_bytes = self._check_init(init, g)
+        members = {}
+        for i, burst in enumerate(self.read_ports):
+            members[f"read{i}"] = In(MemoryPort(g, "read", burst))
+        for i, burst in enumerate(self.write_ports):
+            members[f"write{i}"] = In(MemoryPort(g, "write", burst))
+        members.update({
+            "debug": In(DebugSignature(g)),
+            "stall": In(1),
+            "bytes_read": Out(counter_bits),
+            "bytes_written": Out(counter_bits),
+        })
+        super().__init__(members)
+        #: The read and the write client ports, in order.
+        self.read = [getattr(self, f"read{i}") for i in range(len(self.read_ports))]
+        self.write = [getattr(self, f"write{i}") for i in range(len(self.write_ports))]
+        # without init the storage starts at zero: no per-word initial values (they would make the
+        # Verilog, and its conversion time, grow with the memory's size)
+        lane_init = (self.lane_words(self._init_bytes) if self._init_bytes
+                     else [[] for _ in range(g.lanes)])
+        #: The storage of each lane (``MemoryData``, shared by every elaboration): the simulator's
+        #: back door (:func:`backdoor_read`, :func:`backdoor_write`) reaches the words through it.
+        self.lane_data = [MemoryData(shape=unsigned(g.word_bits), depth=g.rows, init=lane_init[j])
+                          for j in range(g.lanes)]
+
+    @property
+    def word_latency(self):
+        """Cycles from a word port read to its ``rdata`` (the same as a line's latency)."""
+        return self.geometry.latency
+
+    @staticmethod
+    def _check_init(init, g):
+        if init is None:
+            return b""
+        buf = bytes(bytearray(init))
+        if len(buf) > g.size_bytes:
+            raise ValueError(f"MemoryModel init holds {len(buf)} bytes, more than the memory's "
+                             f"{g.size_bytes}")
+        return buf
+
+    def lane_words(self, buf):
+        """``buf`` (bytes from address 0) as per-lane lists of word values (the storage image)."""
+        g = self.geometry
+        buf = bytes(buf) + bytes(g.rows * g.lanes * g.word_bytes - len(buf))
+        words = [int.from_bytes(buf[w * g.word_bytes:(w + 1) * g.word_bytes], "little")
+                 for w in range(g.rows * g.lanes)]
+        return [words[j::g.lanes] for j in range(g.lanes)]
+
+    def __repr__(self):
+        extra = "" if not self._init_bytes else f", init=<{len(self._init_bytes)} bytes>"
+        return (f"MemoryModel({self.config!r}, {self._size_bytes}{extra}, "
+                f"storage={self.storage!r}, read_ports={list(self.read_ports)!r}, "
+                f"write_ports={list(self.write_ports)!r}, word_bytes={self.geometry.word_bytes}, "
+                f"count_bits={self.geometry.count_bits}, "
+                f"max_segments={self.geometry.max_segments}, counter_bits={self.counter_bits})")
+
+    def elaborate(self, platform):
+        m = Module()
+        g = self.geometry
+        L, W = g.lanes, g.word_bytes
+        nr = len(self.read)
+        clients = self.read + self.write
+        n = len(clients)
+        line_layout = LineLayout(g)
+
+        # -- lines of each client's bursts, and the arbiter --------------------------------------
+        gens = []
+        for c, port in enumerate(clients):
+            m.submodules[f"lines{c}"] = gen = LineGenerator(port.signature.flip())
+            wiring.connect(m, wiring.flipped(port.req), gen.req)
+            gens.append(gen)
+        m.submodules.arbiter = arb = RoundRobin(n)
+        dbg = self.debug
+        dbg_access = Signal(name="debug_access")
+        m.d.comb += [dbg_access.eq(dbg.we | dbg.re), arb.enable.eq(~self.stall & ~dbg_access)]
+        for c, (port, gen) in enumerate(zip(clients, gens)):
+            ok = gen.line.valid if c < nr else gen.line.valid & port.data.valid
+            granted = Signal(name=f"c{c}_granted")
+            m.d.comb += [arb.requests[c].eq(ok), granted.eq(arb.grant & (arb.index == c)),
+                         gen.line.ready.eq(granted)]
+            if c >= nr:
+                m.d.comb += port.data.ready.eq(granted)
+
+        # -- stage S: the granted line (or a word port access) -----------------------------------
+        s_valid = Signal(name="s_valid")
+        s_write = Signal(name="s_write")
+        s_client = Signal(index_shape(n), name="s_client")
+        s_line = Signal(line_layout, name="s_line")
+        s_data = Signal(g.line_layout, name="s_wdata")
+        s_dbg_we = Signal(name="s_word_we")
+        s_dbg_re = Signal(name="s_word_re")
+        s_dbg_lane = Signal(index_shape(L), name="s_word_lane")
+        s_dbg_row = Signal(len(s_line.rows[0]), name="s_word_row")
+        s_dbg_word = Signal(g.word_bits, name="s_word_wdata")
+        m.d.sync += [s_valid.eq(arb.grant), s_write.eq(arb.index >= nr), s_client.eq(arb.index),
+                     s_line.eq(_pick([gen.line.payload.as_value() for gen in gens], arb.index)),
+                     s_dbg_we.eq(dbg.we), s_dbg_re.eq(dbg.re & ~dbg.we),
+                     s_dbg_lane.eq(dbg.addr[:g.lane_bits] if g.lane_bits else 0),
+                     s_dbg_row.eq(dbg.addr[g.lane_bits:]), s_dbg_word.eq(dbg.wdata)]
+        if self.write:
+            m.d.sync += s_data.eq(_pick([p.data.payload.as_value() for p in self.write],
+                                        (arb.index - nr)[:max(1, (len(self.write) - 1).bit_length())]))
+
+        rdata = []
+        for j in range(L):
+            m.submodules[f"lane{j}"] = ram = LaneRAM(self.lane_data[j], self.storage)
+            word_j = s_dbg_lane == j
+            m.d.comb += [
+                ram.addr.eq(Mux(s_dbg_we | s_dbg_re, s_dbg_row, s_line.rows[j])),
+                ram.we.eq((s_valid & s_write & s_line.use[j]) | (s_dbg_we & word_j)),
+                ram.wdata.eq(Mux(s_dbg_we, s_dbg_word,
+                                 _pick([s_data[i] for i in range(L)], s_line.sel[j]))),
+            ]
+            rdata.append(ram.rdata)
+
+        moved = Signal(range(L * W + 1), name="s_bytes")
+        m.d.comb += moved.eq(s_line.count * W)
+        with m.If(s_valid & ~s_write):
+            m.d.sync += self.bytes_read.eq(self.bytes_read + moved)
+        with m.If(s_valid & s_write):
+            m.d.sync += self.bytes_written.eq(self.bytes_written + moved)
+
+        # -- stage M: the lanes' words arrive; gather the response line --------------------------
+        m_valid = Signal(name="m_valid")
+        m_client = Signal(index_shape(n), name="m_client")
+        m_count = Signal(range(L + 1), name="m_count")
+        m_last = Signal(name="m_last")
+        m_sel = Signal(line_layout.members["sel"], name="m_sel")
+        m_dbg_re = Signal(name="m_word_re")
+        m_dbg_lane = Signal(index_shape(L), name="m_word_lane")
+        m.d.sync += [m_valid.eq(s_valid & ~s_write), m_client.eq(s_client),
+                     m_count.eq(s_line.count), m_last.eq(s_line.last), m_sel.eq(s_line.sel),
+                     m_dbg_re.eq(s_dbg_re), m_dbg_lane.eq(s_dbg_lane)]
+        gathered = Signal(g.line_layout, name="m_line")
+        m.d.comb += [gathered[i].eq(Mux(i < m_count, _pick(rdata, m_sel[i]), 0))
+                     for i in range(L)]
+
+        # -- stage R (and the added latency): the response ---------------------------------------
+        m_word = Signal(g.word_bits, name="m_word")
+        m.d.comb += m_word.eq(_pick(rdata, m_dbg_lane))
+
+        def stage(k, src):
+            out = {name: Signal(v.shape(), name=f"r{k}_{name}") for name, v in src.items()}
+            m.d.sync += [out[name].eq(v) for name, v in src.items()]
+            return out
+
+        r = stage(0, {"valid": m_valid, "client": m_client, "count": m_count, "last": m_last,
+                      "line": gathered, "word_re": m_dbg_re, "word": m_word})
+        for k in range(1, g.latency - PIPELINE_LATENCY + 1):
+            r = stage(k, r)
+        for c, port in enumerate(self.read):
+            m.d.comb += [port.resp.valid.eq(r["valid"] & (r["client"] == c)),
+                         port.resp.count.eq(r["count"]), port.resp.last.eq(r["last"]),
+                         port.resp.data.eq(r["line"])]
+        m.d.comb += [dbg.rdata.eq(r["word"]), dbg.rvalid.eq(r["word_re"])]
+        return m

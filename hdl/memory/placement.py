@@ -1,0 +1,137 @@
+"""Where a tensor lives in memory, and the burst that moves one of its tiles."""
+
+from amaranth.hdl import Value
+from amaranth.utils import ceil_log2
+
+from .geometry import MemoryGeometry, check_count
+from .port import MemoryPort
+
+__all__ = ["TensorPlacement"]
+
+
+class TensorPlacement:
+    """Where a 2-D row-major tensor lives in memory, and the burst that moves one of its tiles.
+
+    The tensor starts at word address ``base``; element ``(r, c)`` is at byte
+    ``base * word_bytes + (r * cols + c) * bytes(dtype)``. Its ``tr x tc`` tiles are numbered
+    row-major over the tile grid (linear tile index ``k = i * (cols / tc) + j``, as in
+    :mod:`stepforge.compiler.ops.offchip`). A tile moves as **one burst**: ``tr`` segments of
+    ``tc * bytes(dtype)`` bytes (one per tile row), a tensor row apart, or a single segment of the
+    whole tile when its rows are contiguous (the tile spans the full tensor width, ``tc == cols``).
+    Either way exactly ``bytes(tile)`` bytes move per tile; :attr:`tile_lines` lists the words of
+    each line of that burst (the memory's cycles per tile when it serves this client alone).
+
+    Parameters
+    ----------
+    geometry : MemoryGeometry
+    dtype : stepforge.compiler.types.DType
+    shape : (int, int)
+        Tensor rows and columns.
+    tile : (int, int)
+        Tile rows and columns; they divide ``shape``.
+    base : int, default 0
+        Word address of element ``(0, 0)``.
+    pitch : int, optional
+        Words from one tensor row to the next (default: the row's own words). A padded pitch
+        with ``pitch % lanes == tile row words`` puts the rows of a tile in distinct memory lanes,
+        so a tile moves in one line instead of one line per row (the lowering chooses it).
+
+    Raises
+    ------
+    ValueError
+        The tile does not divide the tensor, a tile row is not a whole number of words, or the
+        tensor does not fit the memory.
+    """
+
+    def __init__(self, geometry, dtype, shape, tile, base=0, pitch=None):
+        if not isinstance(geometry, MemoryGeometry):
+            raise TypeError(f"TensorPlacement geometry must be a MemoryGeometry, not {geometry!r}")
+        self.geometry, self.dtype = geometry, dtype
+        if len(tuple(shape)) != 2 or len(tuple(tile)) != 2:
+            raise ValueError(f"a tensor placement needs a 2-D shape and tile, not {shape!r}, {tile!r}")
+        self.shape = tuple(check_count("a tensor dimension", d) for d in shape)
+        self.tile = tuple(check_count("a tile dimension", d) for d in tile)
+        self.base = check_count("base", base, 0)
+        (rows, cols), (tr, tc) = self.shape, self.tile
+        if rows % tr or cols % tc:
+            raise ValueError(f"tile {self.tile} does not divide tensor {self.shape}")
+        nb = dtype.nbytes
+        #: Words of one tile row and of one tensor row.
+        self.row_words = geometry.words(tc * nb, f"a tile row ({tc} x {dtype!r})")
+        natural = cols * nb // geometry.word_bytes
+        if pitch is not None and (isinstance(pitch, bool) or not isinstance(pitch, int)
+                                  or pitch < natural):
+            raise ValueError(f"the pitch of a tensor row must be an int >= its {natural} words, "
+                             f"not {pitch!r}")
+        #: Words from one tensor row to the next in memory (the row's words, plus padding).
+        self.pitch = natural if pitch is None else pitch
+        self.tensor_row_words = self.pitch
+        self.grid = (rows // tr, cols // tc)
+        self.contiguous = tc == cols and self.pitch == natural
+        self.tile_words = tr * self.row_words
+        #: The burst of one tile: segment length, segments, stride (words).
+        if self.contiguous:
+            self.burst_words, self.burst_rows, self.burst_stride = self.tile_words, 1, 0
+        else:
+            self.burst_words, self.burst_rows, self.burst_stride = (self.row_words, tr,
+                                                                    self.tensor_row_words)
+        #: Word counts of the lines of one tile's burst.
+        self.tile_lines = geometry.burst_lines(self.burst_words, self.burst_rows,
+                                               self.burst_stride)
+        #: Address step between horizontally / vertically adjacent tiles.
+        self.col_step = self.row_words
+        self.row_step = tr * self.tensor_row_words
+        self.words = rows * self.pitch
+        if self.base + self.words > geometry.size_words:
+            raise ValueError(f"tensor {self.shape} of {dtype!r} ({self.words} words at {self.base}) "
+                             f"does not fit the memory's {geometry.size_words} words")
+        if max(self.burst_words, self.burst_rows) >= 1 << geometry.count_bits:
+            raise ValueError(f"a burst of {self.burst_rows} x {self.burst_words} words does not "
+                             f"fit count_bits={geometry.count_bits}")
+
+    @property
+    def ntiles(self):
+        return self.grid[0] * self.grid[1]
+
+    @property
+    def tile_bytes(self):
+        return self.tile[0] * self.tile[1] * self.dtype.nbytes
+
+    def tile_addr(self, k):
+        """Word address of the first word of tile ``k``."""
+        i, j = divmod(k, self.grid[1])
+        return self.base + i * self.row_step + j * self.col_step
+
+    def address_of(self, index):
+        """The word address of tile ``index`` as an Amaranth expression.
+
+        ``index`` is a :class:`~amaranth.hdl.Value` holding a linear tile index below
+        :attr:`ntiles` (the caller checks the range); the quotient and remainder by the tile-grid
+        width are constant divisions.
+        """
+        k = Value.cast(index)
+        k = k[:max(1, ceil_log2(self.ntiles))]
+        gc = self.grid[1]
+        return self.base + (k // gc) * self.row_step + (k % gc) * self.col_step
+
+    def burst(self, k):
+        """The request ``(addr, count, rows, stride)`` that moves tile ``k``."""
+        return (self.tile_addr(k), self.burst_words, self.burst_rows, self.burst_stride)
+
+    def port(self, kind):
+        """The :class:`MemoryPort` (``"read"`` or ``"write"``) whose bursts move this tensor's
+        tiles."""
+        return MemoryPort(self.geometry, kind, (self.burst_words, self.burst_rows,
+                                                self.burst_stride))
+
+    def request(self, m, port, addr):
+        """Drive ``port.req.payload`` (comb) with the burst of the tile at word ``addr``."""
+        m.d.comb += port.req.payload.addr.eq(addr)
+
+    def __repr__(self):
+        base = f", base={self.base}" if self.base else ""
+        natural = self.shape[1] * self.dtype.nbytes // self.geometry.word_bytes
+        pitch = f", pitch={self.pitch}" if self.pitch != natural else ""
+        return (f"TensorPlacement({self.geometry!r}, {self.dtype!r}, {self.shape}, {self.tile}"
+                f"{base}{pitch})")
+

@@ -1,0 +1,102 @@
+"""The signatures of the memory system's ports: client bursts, response lines, the word port."""
+
+from amaranth.hdl import unsigned
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .geometry import MemoryGeometry, check_count
+
+__all__ = ["MemoryPort", "ResponseSignature", "DebugSignature"]
+
+
+def ResponseSignature(geometry):
+    """Read response lines, seen from the memory (all members ``Out``)."""
+    return wiring.Signature({
+        "valid": Out(1),
+        "count": Out(range(geometry.lanes + 1)),
+        "last": Out(1),
+        "data": Out(geometry.line_layout),
+    })
+
+
+def DebugSignature(geometry):
+    """The memory's word port, seen from the host or debugger.
+
+    ``addr`` (word address) with ``we`` + ``wdata`` writes a word; with ``re`` it reads one, and
+    ``rdata`` carries it with ``rvalid`` high exactly
+    :attr:`~stepforge.hdl.memory.MemoryModel.word_latency` cycles later (one access per cycle,
+    pipelined). No client line is granted in a cycle with an access.
+    """
+    return wiring.Signature({
+        "addr": Out(unsigned(geometry.addr_bits)),
+        "we": Out(1),
+        "wdata": Out(unsigned(geometry.word_bits)),
+        "re": Out(1),
+        "rdata": In(unsigned(geometry.word_bits)),
+        "rvalid": In(1),
+    })
+
+
+class MemoryPort(wiring.Signature):
+    """A client's port on a :class:`~stepforge.hdl.memory.MemoryModel`, seen from the client.
+
+    Every request of a port is a burst of one shape, ``burst = (count, rows, stride)``: ``rows``
+    segments of ``count`` consecutive words, segment ``k`` starting ``k * stride`` words after
+    the request's ``addr`` (``rows`` 1 and ``stride`` 0 for a plain run of words). The shape is a
+    property of the port, fixed when the design is built, so the memory turns it into lines with
+    constant tables and counters instead of arithmetic on every request.
+
+    Parameters
+    ----------
+    geometry : MemoryGeometry
+    kind : {"read", "write"}
+    burst : (int, int, int)
+        ``(count, rows, stride)``: ``count >= 1`` words per segment, ``rows >= 1`` segments,
+        ``stride >= 0`` words between segment starts.
+
+    Members
+    -------
+    req : ``Out(stream.Signature(geometry.request_layout))``
+        Bursts: the first word's address.
+    resp : ``In(ResponseSignature(geometry))``
+        Read ports only: the burst's lines.
+    data : ``Out(stream.Signature(geometry.line_layout))``
+        Write ports only: the burst's lines.
+    """
+
+    def __init__(self, geometry, kind, burst):
+        if not isinstance(geometry, MemoryGeometry):
+            raise TypeError(f"MemoryPort geometry must be a MemoryGeometry, not {geometry!r}")
+        if kind not in ("read", "write"):
+            raise ValueError(f"MemoryPort kind must be 'read' or 'write', not {kind!r}")
+        if not isinstance(burst, tuple) or len(burst) != 3:
+            raise ValueError(f"MemoryPort burst must be a tuple (count, rows, stride), not {burst!r}")
+        count, rows, stride = burst
+        check_count("MemoryPort burst count", count, 1)
+        check_count("MemoryPort burst rows", rows, 1)
+        check_count("MemoryPort burst stride", stride, 0)
+        if max(count, rows) >= 1 << geometry.count_bits:
+            raise ValueError(f"MemoryPort burst {burst!r} does not fit count_bits="
+                             f"{geometry.count_bits}")
+        self.geometry, self.kind, self.burst = geometry, kind, burst
+        members = {"req": Out(stream.Signature(geometry.request_layout))}
+        if kind == "read":
+            members["resp"] = In(ResponseSignature(geometry))
+        else:
+            members["data"] = Out(stream.Signature(geometry.line_layout))
+        super().__init__(members)
+
+    @property
+    def lines(self):
+        """Word counts of the lines of one burst (:meth:`MemoryGeometry.burst_lines`)."""
+        return self.geometry.burst_lines(*self.burst)
+
+    def __eq__(self, other):
+        return (type(other) is MemoryPort and other.kind == self.kind
+                and other.geometry == self.geometry and other.burst == self.burst)
+
+    def __hash__(self):
+        return hash((MemoryPort, self.kind, self.geometry, self.burst))
+
+    def __repr__(self):
+        return f"MemoryPort({self.geometry!r}, {self.kind!r}, {self.burst!r})"
