@@ -113,6 +113,19 @@ class MemoryModel(wiring.Component):
         self.lane_data = [MemoryData(shape=unsigned(g.word_bits), depth=g.rows, init=lane_init[j])
                           for j in range(g.lanes)]
 
+    @classmethod
+    def for_clients(cls, config, size_bytes, clients, init=None, **kwargs):
+        """A memory with a port for each of ``clients``, in order (read and write ports apart).
+
+        ``clients`` are components with a ``mem`` port of :class:`MemoryPort` (the off-chip
+        units, host-stream readers and writers) or :class:`MemoryPort` signatures;
+        ``kwargs`` go to the constructor.
+        """
+        sigs = [c if isinstance(c, MemoryPort) else c.mem.signature for c in clients]
+        return cls(config, size_bytes, init,
+                   read_ports=[s.burst for s in sigs if s.kind == "read"],
+                   write_ports=[s.burst for s in sigs if s.kind == "write"], **kwargs)
+
     @property
     def word_latency(self):
         """Cycles from a word port read to its ``rdata`` (the same as a line's latency)."""
