@@ -1,6 +1,6 @@
 """The edge FIFO: a stream-to-stream queue with occupancy and high-water outputs."""
 
-from amaranth.hdl import Module, Shape
+from amaranth.hdl import Module, Shape, Signal
 from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -17,11 +17,13 @@ class StreamFIFO(wiring.Component):
 
     Two queue implementations from :mod:`amaranth.lib.fifo` are offered.
 
-    * ``buffered=False`` (the default) uses :class:`~amaranth.lib.fifo.SyncFIFO`: the head is read
-      asynchronously from the storage, so a beat written in cycle ``t`` is offered on ``o`` in
-      cycle ``t + 1`` and a FIFO of depth 2 sustains one beat per cycle. Its storage maps to
-      flip-flops or LUT RAM, which is right for the small, wide FIFOs on most edges (a beat of a
-      4x4 int16 tile is 260 bits wide and rarely needs more than 2-4 entries).
+    * ``buffered=False`` (the default): a head register in front of a
+      :class:`~amaranth.lib.fifo.SyncFIFO` of ``depth - 1`` beats. ``o`` comes from flip-flops, so
+      no LUT-RAM read sits on the path into the next unit, and the timing is that of a
+      ``SyncFIFO`` of ``depth``: a beat written in cycle ``t`` is offered on ``o`` in cycle
+      ``t + 1`` and a FIFO of depth 2 sustains one beat per cycle. Right for the small, wide
+      FIFOs on most edges (a beat of a 4x4 int16 tile is 260 bits wide and rarely needs more
+      than 2-4 entries); a depth-2 FIFO is two registers.
     * ``buffered=True`` uses :class:`~amaranth.lib.fifo.SyncFIFOBuffered`: the storage is read
       synchronously into an output register, so it maps to block RAM (``SB_RAM40_4K``,
       ``DP16KD``) and its output is registered, at the cost of one more cycle of latency (a
@@ -105,20 +107,54 @@ class StreamFIFO(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        queue_cls = fifo.SyncFIFOBuffered if self._buffered else fifo.SyncFIFO
-        m.submodules.queue = queue = queue_cls(width=self._width, depth=self._depth)
-
-        m.d.comb += [
-            queue.w_data.eq(self.i.payload),
-            queue.w_en.eq(self.i.valid),
-            self.i.ready.eq(queue.w_rdy),
-
-            self.o.payload.eq(queue.r_data),
-            self.o.valid.eq(queue.r_rdy),
-            queue.r_en.eq(self.o.ready),
-        ]
+        if self._buffered:
+            m.submodules.queue = queue = fifo.SyncFIFOBuffered(width=self._width, depth=self._depth)
+            m.d.comb += [
+                queue.w_data.eq(self.i.payload),
+                queue.w_en.eq(self.i.valid),
+                self.i.ready.eq(queue.w_rdy),
+                self.o.payload.eq(queue.r_data),
+                self.o.valid.eq(queue.r_rdy),
+                queue.r_en.eq(self.o.ready),
+            ]
+            level = queue.level
+        else:
+            level = self._head_and_queue(m)
         if self._counters:
-            m.d.comb += self.level.eq(queue.level)
-            with m.If(queue.level > self.high_water):
-                m.d.sync += self.high_water.eq(queue.level)
+            m.d.comb += self.level.eq(level)
+            with m.If(level > self.high_water):
+                m.d.sync += self.high_water.eq(level)
         return m
+
+    def _head_and_queue(self, m):
+        """A head register in front of a queue of ``depth - 1`` beats: ``o`` comes straight from
+        flip-flops (no LUT-RAM read on the path into the next unit) with the timing of
+        :class:`~amaranth.lib.fifo.SyncFIFO` of ``depth`` (a beat written in cycle ``t`` is
+        offered in cycle ``t + 1``; ``i.ready`` is ``level < depth``). A beat enters the head
+        when the head is empty or leaves in this cycle with the queue empty, else the queue; the
+        head refills from the queue. Returns the level."""
+        head = Signal(self._width, name="head")
+        head_valid = Signal(name="head_valid")
+        pop = Signal(name="pop")
+        push = Signal(name="push")
+        m.d.comb += [self.o.payload.eq(head), self.o.valid.eq(head_valid),
+                     pop.eq(head_valid & self.o.ready)]
+        if self._depth == 1:
+            m.d.comb += [self.i.ready.eq(~head_valid), push.eq(self.i.valid & self.i.ready)]
+            with m.If(push):
+                m.d.sync += [head.eq(self.i.payload), head_valid.eq(1)]
+            with m.Elif(pop):
+                m.d.sync += head_valid.eq(0)
+            return head_valid
+        m.submodules.queue = queue = fifo.SyncFIFO(width=self._width, depth=self._depth - 1)
+        m.d.comb += [self.i.ready.eq(~head_valid | queue.w_rdy),
+                     push.eq(self.i.valid & self.i.ready),
+                     queue.w_data.eq(self.i.payload)]
+        to_head = Signal(name="push_to_head")
+        m.d.comb += to_head.eq(push & (~head_valid | (pop & ~queue.r_rdy)))
+        m.d.comb += [queue.w_en.eq(push & ~to_head), queue.r_en.eq(pop)]
+        with m.If(to_head):
+            m.d.sync += [head.eq(self.i.payload), head_valid.eq(1)]
+        with m.Elif(pop):
+            m.d.sync += [head.eq(queue.r_data), head_valid.eq(queue.r_rdy)]
+        return head_valid + queue.level
