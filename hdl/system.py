@@ -73,13 +73,13 @@ class System(wiring.Component):
     """
 
     def __init__(self, hw, *, storage="amaranth", library=None, target="sim"):
-        if target not in TARGETS:
-            raise ValueError(f"System target must be one of {', '.join(map(repr, TARGETS))}, "
-                             f"not {target!r}")
         self.hw = hw
         self.storage = storage
         self.library = library
         self.target = target
+        if target not in TARGETS:
+            raise ValueError(f"System target must be one of {', '.join(map(repr, TARGETS))}, "
+                             f"not {target!r}")
         g = hw.geometry
         members = {"start": In(1)}
         if target == "sim":

@@ -33,12 +33,14 @@ class SystemRun:
 
 
 def simulate_system(program, tensors=None, inputs=None, *, config=None, depths=None, stall=False,
-                    watchdog=2000, max_cycles=200_000):
+                    watchdog=2000, max_cycles=200_000, target="sim"):
+    """Run ``program`` on its :class:`~stepforge.hdl.system.System` of ``target`` (``"sim"`` or
+    ``"board"``: no stalls, no watchdog; ``stall`` and ``watchdog`` apply to ``"sim"`` only)."""
     from ..compiler.ops.io import Input
     from .values import to_value
     tensors, inputs = dict(tensors or {}), dict(inputs or {})
     hw = lower(program, config, depths=depths)
-    top = System(hw)
+    top = System(hw, target=target)
     g = hw.geometry
     layouts = {e.stream: e.layout for e in hw.edges}
     recorded = {e.stream: [] for e in hw.edges}
@@ -63,8 +65,9 @@ def simulate_system(program, tensors=None, inputs=None, *, config=None, depths=N
                 words = _pack_stream(layouts[s], toks, hw.streams_in[node.name]["words_per_beat"], g.word_bits)
                 backdoor_write(ctx, mem, hw.streams_in[node.name]["base"],
                                b"".join(w.to_bytes(g.word_bytes, "little") for w in words))
-        ctx.set(top.stall_enable, int(stall))
-        ctx.set(top.watchdog, watchdog)
+        if target == "sim":
+            ctx.set(top.stall_enable, int(stall))
+            ctx.set(top.watchdog, watchdog)
         ctx.set(top.start, 1)
         await ctx.tick()
         ctx.set(top.start, 0)

@@ -1,0 +1,73 @@
+# amaranth: UnusedElaboratable=no
+"""The board target: the same units and cycles as the simulation target, without test-only logic."""
+
+import re
+
+import numpy as np
+import pytest
+
+from stepforge.compiler.lower import lower
+from stepforge.hdl.memory import lane_ram_verilog
+from stepforge.hdl.system import System
+from stepforge.sim.interpreter import run
+from stepforge.sim.rtl import compile_program
+from stepforge.sim.system_sim import simulate_system
+
+from stepforge.loader import load
+
+from .helpers import EXAMPLES, SMALL_DENSE
+
+#: Names that only the simulation target's test logic has (stall injection, watchdog, statistics).
+TEST_ONLY = ("stall_enable", "lfsr", "watchdog", "idle_cycles", "bytes_prev", "_busy_cycles",
+             "_stall_in_cycles", "_stall_out_cycles", "high_water")
+
+
+def load_example(name):
+    return load(EXAMPLES / f"{name}.py")
+
+
+def gemv():
+    pf = load_example("gemv")
+    program = pf.build(K=16, N=16)
+    return pf, program
+
+
+def test_board_verilog_has_no_test_logic():
+    _, program = gemv()
+    _, sim_system, sim_text = compile_program(program, separate=False)
+    _, board_system, board_text = compile_program(program, separate=False, target="board")
+    for name in TEST_ONLY:
+        assert name in sim_text, name            # the check would see it if it were there
+        assert name not in board_text, name
+    # the memory lanes of a board build have no initial contents (SPRAM cannot have any)
+    assert sim_text.endswith(lane_ram_verilog(zero_init=True))
+    assert board_text.endswith(lane_ram_verilog(zero_init=False))
+    assert "initial" not in lane_ram_verilog(zero_init=False)
+    # what a host needs stays: start, status, cycles, the error's unit and code, the word port
+    for csr in ("status", "cycles", "error_unit", "error_code", "bytes_read", "bytes_written"):
+        assert csr in board_system.csr_map
+    assert not any(name.startswith(("unit.", "fifo.")) for name in board_system.csr_map)
+    assert re.search(r"input\s+(\[\d+:0\]\s+)?debug__addr", board_text)
+    assert re.search(r"input\s+start", board_text)
+
+
+def test_unknown_target_is_refused():
+    _, program = gemv()
+    with pytest.raises(ValueError, match="System target must be one of 'sim', 'board', not 'fpga'"):
+        System(lower(program), target="fpga")
+
+
+@pytest.mark.parametrize("name", ["gemv", "elementwise"])
+def test_board_target_runs_the_same_cycles(name):
+    pf = load_example(name)
+    program = pf.build(**dict(SMALL_DENSE)[name])
+    data = pf.data(program, seed=1)
+    tensors, inputs = data.get("tensors", {}), data.get("inputs", {})
+    want = run(program, tensors=tensors, inputs=inputs)
+    sim = simulate_system(program, tensors, inputs)
+    board = simulate_system(program, tensors, inputs, target="board")
+    assert sim.status == board.status == "done"
+    assert sim.cycles == board.cycles
+    for t, value in want.tensors.items():
+        if program.tensors[t].role != "input":
+            np.testing.assert_array_equal(board.tensors[t], value)
