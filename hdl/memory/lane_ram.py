@@ -15,10 +15,10 @@ LANE_RAM_MODULE = "stepforge_lane_ram"
 def lane_ram_verilog(zero_init=True):
     """The Verilog of the storage of one lane for ``storage="verilog"``.
 
-    A single-port RAM, read old-data-first (the word read in the cycle of a write to the same
-    row is the old one, as :class:`amaranth.lib.memory.Memory` behaves), with a registered read.
-    Yosys maps it to block RAM (``DP16KD``, ``SB_RAM40_4K``) and, 16 bits wide and without
-    initial contents, to iCE40 ``SB_SPRAM256KA``.
+    A single-port RAM with a registered read that keeps its value in a cycle that writes
+    ("no change": the memory never uses a lane's read in the cycle it writes that lane). Yosys
+    maps it to block RAM (``DP16KD``, ``SB_RAM40_4K``) and, 16 bits wide and without initial
+    contents, to iCE40 ``SB_SPRAM256KA``, whose read port behaves that way.
 
     Amaranth writes every initial word of a ``lib.memory`` into its Verilog, so a memory of
     hundreds of kilobytes would make a Verilog file of hundreds of thousands of lines; this module
@@ -39,7 +39,7 @@ module {LANE_RAM_MODULE} #(parameter WIDTH = 64, parameter DEPTH = 16, parameter
   reg [WIDTH-1:0] rdata_q;{init}
   always @(posedge clk) begin
     if (we) mem[addr] <= wdata;
-    rdata_q <= mem[addr];
+    else rdata_q <= mem[addr];
   end
   assign rdata = rdata_q;
 endmodule
@@ -64,7 +64,7 @@ class LaneRAM(wiring.Component):
     we : ``In(1)``
     wdata : ``In(width)``
     rdata : ``Out(width)``
-        The row addressed in the previous cycle (its value before a write in that cycle).
+        The row addressed in the previous cycle if that cycle did not write; else unchanged.
     """
 
     def __init__(self, data, storage):
@@ -93,5 +93,5 @@ class LaneRAM(wiring.Component):
         wr = mem.write_port()
         rd = mem.read_port(domain="sync")
         m.d.comb += [wr.addr.eq(self.addr), wr.data.eq(self.wdata), wr.en.eq(self.we),
-                     rd.addr.eq(self.addr), self.rdata.eq(rd.data)]
+                     rd.addr.eq(self.addr), rd.en.eq(~self.we), self.rdata.eq(rd.data)]
         return m
