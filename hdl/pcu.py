@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 from ..compiler import functions as F
 from ..compiler.types import Tile, Tuple
 from .beat import beat_layout, beat_signature, element_layout
-from .tile_ops import ElementwiseNode, HTile, MatmulNode, RowReduceNode
+from .tile_ops import ElementwiseNode, HTile, Issue, MatmulNode, RowReduceNode, dsp_family
 from .unit import ErrorCode, StatusSignature, check_int, raise_error
 
 __all__ = ["PCU", "MODES", "HW_DTYPES"]
@@ -343,6 +343,7 @@ class PCU(wiring.Component):
         self._arg_types = [it, elem]
         self.ii = 1
         self._nodes, self._order = {}, []
+        self.latency, self._delay, self._merged = 0, {}, None
 
     def _plan(self):
         """Turn the expression graph into node circuits (fusing ``acc + matmul`` into ``mac``)
@@ -378,6 +379,118 @@ class PCU(wiring.Component):
             step += node.steps
             self._nodes[id(e)] = node
         self.ii = max(step, 1)
+        self._pipeline()
+
+    def _pipeline(self):
+        """Choose every node's latency (0 or its pipelined depth) and issue delay.
+
+        Node ``j`` issues its steps ``D_j`` pipeline moves after the sequencer, ``D_j`` the sum of
+        the latencies of the nodes before it, and writes them ``latency_j`` moves later; the
+        beat's result reaches the output stage ``L = D_last + latency_last`` moves after its
+        last step. A choice is kept only if every value is read while it holds the beat's data
+        (:meth:`_safe`); among those, the one that pipelines the most multipliers and lanes, then
+        the shortest ``L``. Sets ``latency`` (``L``), ``_delay`` (``D`` by node) and ``_merged``.
+        """
+        timed = [e for e in self._order if id(e) in self._nodes]
+        nodes = [self._nodes[id(e)] for e in timed]
+        index = {id(e): k for k, e in enumerate(timed)}
+        self._merged = self._merged_mac(timed)
+        issue_reads, late_reads = [], []
+        for e in timed:
+            if id(e) in self._fused:
+                x, mm = self._fused[id(e)]
+                late, early = [x], list(mm.args)
+            elif e.op == "mac":
+                late, early = [e.args[0]], list(e.args[1:])
+            else:
+                late, early = [], list(e.args)
+            if id(e) == self._merged:
+                late = []
+            issue_reads.append(set().union(*(self._sources(a, index) for a in early)))
+            late_reads.append(set().union(*(self._sources(a, index) for a in late)))
+        out_reads = self._sources(self.fn.body, index)
+        mins = [n.steps_for(0) for n in nodes]
+        cands = [k for k, n in enumerate(nodes) if n.depth]
+        if len(cands) > 10:  # too many to try every subset: the last node alone, or none
+            cands = [k for k in cands if k == len(nodes) - 1]
+        best = None
+        for mask in range(1 << len(cands)):
+            lat = [0] * len(nodes)
+            for bit, k in enumerate(cands):
+                if mask >> bit & 1:
+                    lat[k] = nodes[k].depth
+            delay = [sum(lat[:k]) for k in range(len(nodes))]
+            if not self._safe(lat, delay, mins, issue_reads, late_reads, out_reads):
+                continue
+            total = sum(lat)
+            score = (sum(getattr(nodes[k], "multipliers", 0) + getattr(nodes[k], "lanes", 0)
+                         for k in range(len(nodes)) if lat[k]), -total)
+            if best is None or score > best[0]:
+                best = (score, lat, delay)
+        _, lat, delay = best
+        for node, d in zip(nodes, lat):
+            node.latency = d
+        self._delay = {id(e): d for e, d in zip(timed, delay)}
+        self.latency = sum(lat)
+
+    @staticmethod
+    def _safe(lat, delay, mins, issue_reads, late_reads, out_reads):
+        """Whether every read sees its beat's value, in every schedule of the beats (relative to
+        a beat's first step, with dynamic nodes at their fewest steps, ``mins``, where that is
+        the worst case). Node ``k``'s register holds its result from ``V_k`` until the next
+        beat's first write of it, at least ``pre_k + D_k + latency_k`` after that beat starts
+        (``pre_k``: the fewest steps before node ``k``); inputs are held until the beat's last
+        step; the accumulator changes at the output stage."""
+        n = len(lat)
+        L = delay[-1] + lat[-1] if n else 0
+        pre = [sum(mins[:k]) for k in range(n)]
+        post = [sum(mins[k + 1:]) for k in range(n)]
+
+        def ok(src, t, j):  # node j reads src at t moves after it issues a step
+            if src == "input":
+                return t <= post[j]
+            if src == "acc":
+                return pre[j] + t >= L
+            return t - 1 - post[j] <= pre[src] + delay[src] + lat[src]
+        for j in range(n):
+            if not all(ok(src, delay[j], j) for src in issue_reads[j]):
+                return False
+            if not all(ok(src, delay[j] + lat[j], j) for src in late_reads[j]):
+                return False
+        for src in out_reads:
+            if src == "input" and L:
+                return False
+            if isinstance(src, int) and src != n - 1 and L - 1 > pre[src] + delay[src] + lat[src]:
+                return False
+        return True
+
+    def _sources(self, e, index):
+        """What the value of ``e`` is read from: node indices, ``"input"`` (a port),
+        ``"acc"`` (the accumulator)."""
+        if id(e) in index:
+            return {index[id(e)]}
+        if e.op == "arg":
+            return {"acc"} if self.mode != "map" and e.attrs["index"] == 0 else {"input"}
+        return set().union(*(self._sources(a, index) for a in e.args))
+
+    def _merged_mac(self, timed):
+        """The ``acc + a @ w`` node that adds into the accumulator itself: the function's body,
+        the last node, whose accumulator operand is the accumulator argument and its only use;
+        ``None`` if there is none."""
+        if self.mode == "map" or not timed or timed[-1] is not self.fn.body:
+            return None
+        e = timed[-1]
+        if id(e) in self._fused:
+            x = self._fused[id(e)][0]
+        elif e.op == "mac":
+            x = e.args[0]
+        else:
+            return None
+        if x.op != "arg" or x.attrs["index"] != 0 or not isinstance(self.init.type, Tile):
+            return None
+        uses = sum(1 for y in self.fn.expressions() for a in y.args
+                   if a.op == "arg" and a.attrs["index"] == 0)
+        return id(e) if uses == 1 else None
 
     def _check_row_independent(self, typed):
         """Values with a dynamic row count may only flow row by row: every such value has the
@@ -452,6 +565,7 @@ class PCU(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        family = dsp_family(platform)
         ports = [getattr(self, f"in{k}") for k in range(len(self.in_types))]
         o = self.out
         p0 = ports[0].payload
@@ -477,6 +591,7 @@ class PCU(wiring.Component):
         run = Signal(name="run")
         advance = Signal(name="advance")
         finish = Signal(name="finish")
+        pipe_en = Signal(name="pipe_en")
         out_valid = Signal(name="out_valid")
         out_buf = Signal(beat_layout(self.out_type, self.out_rank, row_bound=self.row_bound),
                          name="out_buf")
@@ -498,7 +613,7 @@ class PCU(wiring.Component):
         m.d.comb += [
             final.eq((step == (ends[-1] if ends else 0)) | ~hd),
             run.eq(all_valid & ~mismatch & ~over & ~row_bad & ~self.status.error),
-            advance.eq(run & (~(final & emit) | ~out_valid | o.ready)),
+            advance.eq(run & pipe_en),
             finish.eq(advance & final),
             o.valid.eq(out_valid),
             o.payload.eq(out_buf),
@@ -513,6 +628,25 @@ class PCU(wiring.Component):
                         if not isinstance(end, int):  # skip the steps of rows beyond the count
                             with m.If(step == end):
                                 m.d.sync += step.eq(node.start + node.steps)
+
+        # the output stage: a beat's last step, ``latency`` pipeline moves later
+        ctrl = {"hd": hd, "stop": s, "last": last, "emit": emit}
+        if self._count is not None:
+            ctrl["rows"] = self._count
+        at_valid, busy = run & final, 0
+        for k in range(1, self.latency + 1):
+            v = Signal(name=f"out_stage{k}")
+            regs = {f: Signal(Value.cast(x).shape(), name=f"out_stage{k}_{f}", reset_less=True)
+                    for f, x in ctrl.items()}
+            with m.If(pipe_en):
+                m.d.sync += [v.eq(at_valid)] + [regs[f].eq(ctrl[f]) for f in ctrl]
+            at_valid, ctrl, busy = v, regs, busy | v
+        done = Signal(name="done")  # the output stage completes a beat
+        m.d.comb += [
+            pipe_en.eq(~(at_valid & ctrl["emit"] & out_valid & ~o.ready)),
+            done.eq(at_valid & pipe_en),
+        ]
+        self._out_rows = ctrl.get("rows")
 
         if self.retile is not None:
             result_if_data, acc_regs, init_vals = self._elaborate_retile(m, stream_args, hd, over,
@@ -529,37 +663,38 @@ class PCU(wiring.Component):
                 acc_regs = self._signals(self.init, "acc")
                 init_vals = self._init_values(self.init)
             args = ([acc_regs] if acc_regs is not None else []) + list(stream_args)
-            result_if_data = self._elaborate_graph(m, step, advance, args)
+            issue = Issue(step, run & hd, pipe_en, family)
+            result_if_data = self._elaborate_graph(m, issue, args, acc_regs)
 
         # the output beat
         data = out_buf.data
         with m.If(o.ready & out_valid):
             m.d.sync += out_valid.eq(0)
-        with m.If(finish & emit):
-            m.d.sync += [out_valid.eq(1), out_buf.last.eq(last)]
+        with m.If(done & ctrl["emit"]):
+            m.d.sync += [out_valid.eq(1), out_buf.last.eq(ctrl["last"])]
             if self.mode == "accum":
                 emitted = Signal(name="emit_data")
-                m.d.comb += emitted.eq(s >= self.b)
+                m.d.comb += emitted.eq(ctrl["stop"] >= self.b)
                 m.d.sync += [out_buf.has_data.eq(emitted),
                              out_buf.stop.eq(0)]
-                with m.If(s > self.b):
-                    m.d.sync += out_buf.stop.eq(s - self.b)
-                with m.If(hd):
+                with m.If(ctrl["stop"] > self.b):
+                    m.d.sync += out_buf.stop.eq(ctrl["stop"] - self.b)
+                with m.If(ctrl["hd"]):
                     m.d.sync += self._assign(data, result_if_data, self.out_type)
                 with m.Else():
                     m.d.sync += self._assign(data, acc_regs, self.out_type)
             else:
-                m.d.sync += [out_buf.has_data.eq(hd), out_buf.stop.eq(s)]
+                m.d.sync += [out_buf.has_data.eq(ctrl["hd"]), out_buf.stop.eq(ctrl["stop"])]
                 m.d.sync += self._assign(data, result_if_data, self.out_type)
         if acc_regs is not None:
-            with m.If(finish):
-                with m.If(s >= self.b):
+            with m.If(done):
+                with m.If(ctrl["stop"] >= self.b):
                     m.d.sync += self._assign_value(acc_regs, init_vals)
-                with m.Elif(hd):
+                with m.Elif(ctrl["hd"]):
                     m.d.sync += self._assign_value(acc_regs, result_if_data)
 
         m.d.comb += [
-            self.status.busy.eq(any_valid | out_valid),
+            self.status.busy.eq(any_valid | out_valid | busy),
             self.status.stall_in.eq(~all_valid & ~self.status.error),
             self.status.stall_out.eq(out_valid & ~o.ready),
         ]
@@ -608,7 +743,7 @@ class PCU(wiring.Component):
         if isinstance(value, tuple):
             return [st for i, (v, f) in enumerate(zip(value, t.elems))
                     for st in self._assign(view[f"f{i}"], v, f)]
-        rows = self._count if _is_dynamic(t) else None
+        rows = self._out_rows if _is_dynamic(t) else None
         if isinstance(value, _GrowingTile):
             value, rows = value.tile, value.rows
         if rows is None:
@@ -616,10 +751,14 @@ class PCU(wiring.Component):
         return [view.rows.eq(rows)] + _assign_tile(
             view.data, [[Mux(rows > i, e, 0) for e in row] for i, row in enumerate(value.elems)])
 
-    def _elaborate_graph(self, m, step, advance, args):
-        """Build every node; return the function's value as seen in the sequence's last step."""
+    def _elaborate_graph(self, m, issue, args, acc_regs):
+        """Build every node, each issuing its steps :attr:`_delay` pipeline moves after
+        ``issue`` (the sequencer's); return the function's value as seen at the output stage."""
         timed = [e for e in self._order if id(e) in self._nodes]
         last = timed[-1] if timed else None
+        delayed = [issue]
+        for d in range(1, max(self._delay.values(), default=0) + 1):
+            delayed.append(delayed[-1].later(m, 1, f"issue_d{d}"))
         values, final_values = {}, {}
         for e in self._order:
             if e.op == "arg":
@@ -641,8 +780,9 @@ class PCU(wiring.Component):
                 else:
                     operands = [values[id(a)] for a in e.args]
                 keep = not (e is last and node.steps == 1)
-                nxt = node.elaborate(m, step, operands, start=node.start, keep_reg=keep)
-                node.clock(m, step, advance)
+                extra = {"acc_reg": acc_regs} if id(e) == self._merged else {}
+                nxt = node.elaborate(m, delayed[self._delay[id(e)]], operands, start=node.start,
+                                     keep_reg=keep, **extra)
                 values[id(e)] = node.reg
                 final_values[id(e)] = nxt if e is last else node.reg
         return final_values[id(self.fn.body)]

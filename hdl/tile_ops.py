@@ -30,7 +30,7 @@ from :func:`~stepforge.sim.fixedpoint.spec`, held in a ROM (:class:`amaranth.lib
 with one combinational read port per lane) of ``(base, delta)`` pairs, one per segment.
 """
 
-from amaranth.hdl import Cat, Const, Mux, Signal, signed, unsigned
+from amaranth.hdl import Cat, ClockSignal, Const, Instance, Mux, Signal, Value, signed, unsigned
 from amaranth.lib import data
 from amaranth.lib.memory import Memory
 
@@ -296,19 +296,127 @@ def fixed_point_alu(m, op, dtype, x, rom, *, name):
     return wrap(clamp(res, s.min, s.max), B)
 
 
+# -- pipelining ----------------------------------------------------------------------------------
+
+def dsp_family(platform):
+    """The device family whose DSP primitives the PCU instantiates.
+
+    ``"ecp5"`` for a platform whose ``family`` is ``"ecp5"`` (Amaranth's ``LatticePlatform``,
+    or any object with that attribute): multipliers become ``MULT18X18D`` with their input and
+    output registers inside the DSP block (Yosys infers ``MULT18X18D`` but never moves registers
+    into it). ``None`` otherwise: generic Verilog, the registers next to the ``*`` (which
+    ``synth_ice40 -dsp`` packs into ``SB_MAC16``, and which simulation uses).
+    """
+    return "ecp5" if getattr(platform, "family", None) == "ecp5" else None
+
+
+class Issue:
+    """When a node works: the step it issues and whether it is issued, and the pipeline enable.
+
+    Parameters
+    ----------
+    step : amaranth.hdl.Value
+        The PCU sequencer's step as the node sees it.
+    valid : amaranth.hdl.Value
+        The step is issued for a data beat; it takes effect in a cycle where ``enable`` is high.
+    enable : amaranth.hdl.Value
+        The pipeline moves: the clock enable of every pipeline register.
+    family : str or None
+        :func:`dsp_family` of the platform.
+    """
+
+    def __init__(self, step, valid, enable, family=None):
+        self.step, self.valid, self.enable, self.family = step, valid, enable, family
+
+    def later(self, m, n, name):
+        """The same issue ``n`` moves of the pipeline later: ``step`` and ``valid`` through
+        ``n`` registers (``valid`` resets to 0, ``step`` has no reset)."""
+        step, valid = self.step, self.valid
+        for k in range(1, n + 1):
+            s = Signal(Value.cast(step).shape(), name=f"{name}_step{k}", reset_less=True)
+            v = Signal(name=f"{name}_valid{k}")
+            with m.If(self.enable):
+                m.d.sync += [s.eq(step), v.eq(valid)]
+            step, valid = s, v
+        return Issue(step, valid, self.enable, self.family)
+
+
+def pipelined_product(m, a, b, width, enable, name, family=None):
+    """``a * b`` wrapped to ``signed(width)``, two pipeline moves after ``a`` and ``b``.
+
+    Both operands are registered, then the product: a DSP block's input and output registers.
+    All three registers have the clock enable ``enable`` and no reset. On ECP5
+    (``family="ecp5"``, operands of at most 18 bits) the multiplier is a ``MULT18X18D`` with
+    those registers inside it.
+
+    Returns
+    -------
+    amaranth.hdl.Value
+        ``signed(width)``.
+    """
+    a, b = Value.cast(a), Value.cast(b)
+    if family == "ecp5" and max(len(a), len(b)) <= 18 and width <= 36:
+        return _mult18x18d(m, a, b, width, enable, name)
+    ra = Signal(a.shape(), name=f"{name}_a", reset_less=True)
+    rb = Signal(b.shape(), name=f"{name}_b", reset_less=True)
+    p = Signal(signed(width), name=f"{name}_p", reset_less=True)
+    with m.If(enable):
+        m.d.sync += [ra.eq(a), rb.eq(b), p.eq(ra * rb)]
+    return p
+
+
+def _mult18x18d(m, a, b, width, enable, name):
+    """An ECP5 ``MULT18X18D``, signed, input registers A and B and the output register on
+    ``CLK0``/``CE0`` (no pipeline register, no reset, not on the global set/reset)."""
+    ax = Signal(signed(18), name=f"{name}_ax")
+    bx = Signal(signed(18), name=f"{name}_bx")
+    p = Signal(36, name=f"{name}_p36")
+    m.d.comb += [ax.eq(a), bx.eq(b)]
+    regs = {}
+    for r in ("INPUTA", "INPUTB", "INPUTC", "PIPELINE", "OUTPUT"):
+        regs[f"p_REG_{r}_CLK"] = "CLK0" if r in ("INPUTA", "INPUTB", "OUTPUT") else "NONE"
+        regs[f"p_REG_{r}_CE"] = "CE0"
+        regs[f"p_REG_{r}_RST"] = "RST0"
+    ports = {}
+    for k in range(18):
+        ports[f"i_A{k}"], ports[f"i_B{k}"], ports[f"i_C{k}"] = ax[k], bx[k], Const(0, 1)
+    for k in range(36):
+        ports[f"o_P{k}"] = p[k]
+    for k in range(4):
+        ports[f"i_CLK{k}"] = ClockSignal() if k == 0 else Const(0, 1)
+        ports[f"i_CE{k}"] = enable if k == 0 else Const(0, 1)
+        ports[f"i_RST{k}"] = Const(0, 1)
+    m.submodules[f"{name}_dsp"] = Instance(
+        "MULT18X18D", **regs, p_GSR="DISABLED", p_RESETMODE="SYNC", p_SOURCEB_MODE="B_SHIFT",
+        p_MULT_BYPASS="DISABLED", p_CAS_MATCH_REG="FALSE", p_HIGHSPEED_CLK="NONE",
+        i_SIGNEDA=Const(1, 1), i_SIGNEDB=Const(1, 1), i_SOURCEA=Const(0, 1), i_SOURCEB=Const(0, 1),
+        **ports)
+    out = Signal(signed(width), name=f"{name}_p")
+    m.d.comb += out.eq(p[:width])
+    return out
+
+
 # -- node circuits -------------------------------------------------------------------------------
 
 class _Node:
     """What the node circuits share: the output register, its next value and the step window.
 
     A node is *active* in steps ``start .. start + steps - 1``. ``nxt`` is the register's value
-    after the current step (the register where the node writes nothing this step); the PCU
-    clocks ``reg <= nxt`` when the sequence advances. Consumers that run later read ``reg``; the
-    last node of a sequence is read through ``nxt`` in its final step.
+    after the step being written (the register where the node writes nothing this step); the
+    node clocks ``reg <= nxt`` when a step of a data beat is written and the pipeline moves.
+    Consumers that run later read ``reg``; the last node of a sequence is read through ``nxt``
+    in its final step.
+
+    A node with ``latency`` ``d > 0`` writes a step ``d`` pipeline moves after issuing it: it
+    reads its operands at the issue and registers them (and partial results) on the way.
+    :attr:`depth` is the latency the node has when pipelined (0: never pipelined); the PCU
+    chooses each node's ``latency`` (0 or ``depth``).
     """
 
     steps = 1
     dynamic = False
+    depth = 0
+    latency = 0
 
     def steps_for(self, rows):
         """Steps needed when only the first ``rows`` rows are valid (at least 1); ``steps`` for
@@ -317,8 +425,11 @@ class _Node:
             return self.steps
         return max(1, min(self.steps, self._row_steps(rows)))
 
-    def _alloc(self, dtype, rows, cols, name, keep_reg=True):
-        self.reg = HTile.signals(dtype, rows, cols, f"{name}_r") if keep_reg else None
+    def _alloc(self, dtype, rows, cols, name, keep_reg=True, reg=None):
+        if reg is not None:
+            self.reg = reg
+        else:
+            self.reg = HTile.signals(dtype, rows, cols, f"{name}_r") if keep_reg else None
         self.nxt = HTile.signals(dtype, rows, cols, f"{name}_n")
 
     def _default(self, m):
@@ -326,17 +437,22 @@ class _Node:
         if self.reg is not None:
             m.d.comb += [n.eq(r) for n, r in zip(self.nxt.flat(), self.reg.flat())]
 
-    def clock(self, m, step, advance):
-        """``reg <= nxt`` on the node's steps when ``advance`` is high."""
+    def _write(self, m, at):
+        """``reg <= nxt`` in the node's steps, at the write stage ``at`` (an :class:`Issue`)."""
         if self.reg is None:
             return
-        active = (step >= self.start) & (step < self.start + self.steps)
-        with m.If(advance & active):
+        active = (at.step >= self.start) & (at.step < self.start + self.steps)
+        with m.If(at.enable & at.valid & active):
             m.d.sync += [r.eq(n) for r, n in zip(self.reg.flat(), self.nxt.flat())]
+
+    def _write_stage(self, m, issue):
+        return issue.later(m, self.latency, self.name) if self.latency else issue
 
 
 class ElementwiseNode(_Node):
     """An elementwise primitive on ``lanes`` ALUs, ``ceil(elements / lanes)`` steps.
+
+    ``mul`` pipelines (:attr:`depth` 2): each lane is a :func:`pipelined_product`.
 
     Parameters
     ----------
@@ -361,13 +477,15 @@ class ElementwiseNode(_Node):
         self.lanes = min(lanes, rows * cols)
         self.steps = ceil_div(rows * cols, self.lanes)
         self.dynamic = dynamic
+        self.depth = 2 if op == "mul" else 0
 
     def _row_steps(self, rows):
         return ceil_div(rows * self.cols, self.lanes)
 
-    def elaborate(self, m, step, operands, *, start, keep_reg=True):
-        """Build the node: ``operands`` are HTiles (or ints for constants), ``start`` its first
-        step. Returns ``nxt`` (an HTile)."""
+    def elaborate(self, m, issue, operands, *, start, keep_reg=True):
+        """Build the node: ``operands`` are HTiles (or ints for constants), read when a step is
+        issued (``issue``, an :class:`Issue`); ``start`` is its first step. Returns ``nxt``
+        (an HTile)."""
         self.start = start
         self._alloc(self.out_dtype, self.rows, self.cols, self.name, keep_reg)
         self._default(m)
@@ -381,28 +499,41 @@ class ElementwiseNode(_Node):
         for lane in range(self.lanes):
             ins = [Signal(signed(self.in_dtype.bits), name=f"{self.name}_l{lane}_x{k}")
                    for k in range(len(operand_tiles))]
-            port = rom.read_port(domain="comb") if rom is not None else None
-            out = Signal(signed(self.out_dtype.bits), name=f"{self.name}_l{lane}_y")
-            m.d.comb += out.eq(lane_op(m, self.op, self.attrs, self.in_dtype, self.out_dtype, ins,
-                                       rom=port, name=f"{self.name}_l{lane}"))
+            name = f"{self.name}_l{lane}"
+            if self.latency:
+                y = pipelined_product(m, ins[0], ins[1], self.out_dtype.bits, issue.enable,
+                                      name, issue.family)
+            else:
+                y = lane_op(m, self.op, self.attrs, self.in_dtype, self.out_dtype, ins,
+                            rom=rom.read_port(domain="comb") if rom is not None else None,
+                            name=name)
+            out = Signal(signed(self.out_dtype.bits), name=f"{name}_y")
+            m.d.comb += out.eq(y)
             lane_in.append(ins)
             lane_out.append(out)
-        with m.Switch(step):
-            for c in range(self.steps):
-                with m.Case(start + c):
-                    for lane in range(self.lanes):
-                        e = c * self.lanes + lane
-                        if e >= self.rows * self.cols:
-                            break
-                        i, j = divmod(e, self.cols)
-                        m.d.comb += [x.eq(t.at(i, j)) for x, t in zip(lane_in[lane], operand_tiles)]
-                        m.d.comb += self.nxt.elems[i][j].eq(lane_out[lane])
+        at = self._write_stage(m, issue)
+        for stage, assign in ((issue, "in"), (at, "out")):
+            with m.Switch(stage.step):
+                for c in range(self.steps):
+                    with m.Case(start + c):
+                        for lane in range(self.lanes):
+                            e = c * self.lanes + lane
+                            if e >= self.rows * self.cols:
+                                break
+                            i, j = divmod(e, self.cols)
+                            if assign == "in":
+                                m.d.comb += [x.eq(t.at(i, j))
+                                             for x, t in zip(lane_in[lane], operand_tiles)]
+                            else:
+                                m.d.comb += self.nxt.elems[i][j].eq(lane_out[lane])
+        self._write(m, at)
         return self.nxt
 
 
 class RowReduceNode(_Node):
     """``row_sum``/``row_max`` of an ``[R, C]`` tile: lane ``l`` folds rows ``l, l + lanes, ...``
-    one column per step, ``ceil(R / lanes) * C`` steps.
+    one column per step, ``ceil(R / lanes) * C`` steps (never pipelined: a fold step reads the
+    previous one's result).
 
     Parameters
     ----------
@@ -426,7 +557,7 @@ class RowReduceNode(_Node):
     def _row_steps(self, rows):
         return ceil_div(rows, self.lanes) * self.cols
 
-    def elaborate(self, m, step, operands, *, start, keep_reg=True):
+    def elaborate(self, m, issue, operands, *, start, keep_reg=True):
         self.start = start
         self._alloc(self.dtype, self.rows, 1, self.name, keep_reg)
         self._default(m)
@@ -442,8 +573,8 @@ class RowReduceNode(_Node):
             lane_acc.append(acc)
             lane_x.append(xv)
             lane_out.append(out)
-        src = self.reg if self.reg is not None else None
-        with m.Switch(step):
+        src = self.reg
+        with m.Switch(issue.step):
             for c in range(self.steps):
                 g, j = divmod(c, self.cols)
                 with m.Case(start + c):
@@ -456,12 +587,20 @@ class RowReduceNode(_Node):
                         else:
                             m.d.comb += [lane_acc[lane].eq(src.elems[i][0]), lane_x[lane].eq(x.at(i, j)),
                                          self.nxt.elems[i][0].eq(lane_out[lane])]
+        self._write(m, issue)
         return self.nxt
 
 
 class MatmulNode(_Node):
     """``a @ b`` / ``a @ b.T`` (``matmul``) or ``acc + a @ b`` (``mac``) on ``multipliers``
     multipliers, ``ceil(M*K*N / multipliers)`` steps, summing modulo ``2**bits(out)``.
+
+    The products of a step that go to one output are summed by an adder tree and added to the
+    output's running sum. Pipelined (:attr:`depth` ``2 + ceil(log2(terms))``, ``terms`` the
+    most products one output gets in a step), the multipliers are :func:`pipelined_product`
+    (operands and products registered: DSP blocks), every level of the tree is registered, and
+    the running sum is the only adder in its register's loop. A ``mac`` whose accumulator is the
+    PCU's (``acc_reg``) adds into that register directly, so the accumulator exists once.
 
     Parameters
     ----------
@@ -490,6 +629,20 @@ class MatmulNode(_Node):
         self.multipliers = min(multipliers, self.products)
         self.steps = ceil_div(self.products, self.multipliers)
         self.dynamic = dynamic
+        # plan[c] = {output: [(multiplier, k), ...]}: the products of step c
+        self.plan = []
+        for c in range(self.steps):
+            contrib = {}
+            for u in range(self.multipliers):
+                p = c * self.multipliers + u
+                if p >= self.products:
+                    break
+                kk, o = self._product(p)
+                contrib.setdefault(o, []).append((u, kk))
+            self.plan.append(contrib)
+        terms = max(len(units) for contrib in self.plan for units in contrib.values())
+        self.levels = (terms - 1).bit_length()
+        self.depth = 2 + self.levels
 
     def _row_steps(self, rows):
         return ceil_div(rows * self.k * self.n, self.multipliers)
@@ -503,10 +656,12 @@ class MatmulNode(_Node):
             return kk, i * N + j
         return divmod(p, M * N)
 
-    def elaborate(self, m, step, operands, *, start, keep_reg=True):
+    def elaborate(self, m, issue, operands, *, start, keep_reg=True, acc_reg=None):
+        """As :meth:`ElementwiseNode.elaborate`; ``acc_reg`` (``mac`` only) is the PCU's
+        accumulator, used as the node's register (the sums start from it in every step)."""
         self.start = start
         M, N, U = self.m, self.n, self.multipliers
-        self._alloc(self.out_dtype, M, N, self.name, keep_reg or self.steps > 1)
+        self._alloc(self.out_dtype, M, N, self.name, keep_reg or self.steps > 1, reg=acc_reg)
         self._default(m)
         if self.fused_acc:
             acc, a, b = operands
@@ -514,41 +669,87 @@ class MatmulNode(_Node):
             (a, b), acc = operands, None
         W = self.out_dtype.bits
         pw = min(2 * self.in_dtype.bits, W)
-        ma, mb, prod = [], [], []
-        for u in range(U):
-            x = Signal(signed(self.in_dtype.bits), name=f"{self.name}_m{u}_a")
-            y = Signal(signed(self.in_dtype.bits), name=f"{self.name}_m{u}_b")
-            p = Signal(signed(pw), name=f"{self.name}_m{u}_p")
-            m.d.comb += p.eq(x * y)
-            ma.append(x)
-            mb.append(y)
-            prod.append(p)
-        first = {}
-        plan = []
-        for c in range(self.steps):
-            contrib = {}
-            for u in range(U):
-                p = c * U + u
-                if p >= self.products:
-                    break
-                kk, o = self._product(p)
-                contrib.setdefault(o, []).append((u, kk))
-                first.setdefault(o, c)
-            plan.append(contrib)
-        with m.Switch(step):
-            for c, contrib in enumerate(plan):
+        piped = self.latency > 0
+        ma = [Signal(signed(self.in_dtype.bits), name=f"{self.name}_m{u}_a") for u in range(U)]
+        mb = [Signal(signed(self.in_dtype.bits), name=f"{self.name}_m{u}_b") for u in range(U)]
+        with m.Switch(issue.step):
+            for c, contrib in enumerate(self.plan):
                 with m.Case(start + c):
                     for o, units in contrib.items():
                         i, j = divmod(o, N)
                         for u, kk in units:
                             bv = b.at(j, kk) if self.transpose_b else b.at(kk, j)
                             m.d.comb += [ma[u].eq(a.at(i, kk)), mb[u].eq(bv)]
-                        if first[o] == c:
-                            base = acc.at(i, j) if acc is not None else Const(0, signed(W))
-                        else:
+        if piped:
+            prod = [pipelined_product(m, ma[u], mb[u], pw, issue.enable, f"{self.name}_m{u}",
+                                      issue.family) for u in range(U)]
+            at = issue.later(m, 2, f"{self.name}_p")
+        else:
+            prod = []
+            for u in range(U):
+                p = Signal(signed(pw), name=f"{self.name}_m{u}_p")
+                m.d.comb += p.eq(ma[u] * mb[u])
+                prod.append(p)
+            at = issue
+        terms = self._terms(m, at, prod, pw)
+        for level in range(self.levels):
+            terms = {o: self._tree_level(m, ts, W, f"{self.name}_o{o}_t{level}", piped, issue.enable)
+                     for o, ts in terms.items()}
+            if piped:
+                at = at.later(m, 1, f"{self.name}_t{level}")
+        first = {}
+        for c, contrib in enumerate(self.plan):
+            for o in contrib:
+                first.setdefault(o, c)
+        with m.Switch(at.step):
+            for c, contrib in enumerate(self.plan):
+                with m.Case(start + c):
+                    for o in contrib:
+                        i, j = divmod(o, N)
+                        if acc_reg is not None or first[o] != c:
                             base = self.reg.elems[i][j]
-                        total = base
-                        for u, _ in units:
-                            total = total + prod[u]
-                        m.d.comb += self.nxt.elems[i][j].eq(wrap(total, W))
+                        else:
+                            base = acc.at(i, j) if acc is not None else Const(0, signed(W))
+                        (total,) = terms[o]
+                        m.d.comb += self.nxt.elems[i][j].eq(wrap(base + total, W))
+        self._write(m, at)
         return self.nxt
+
+    def _terms(self, m, at, prod, pw):
+        """Each output's tree inputs: a product, or a multiplexer of the products the output gets
+        in the step at ``at`` (0 where it gets fewer)."""
+        terms = {}
+        for o in range(self.m * self.n):
+            active = [c for c, contrib in enumerate(self.plan) if o in contrib]
+            count = max(len(self.plan[c][o]) for c in active)
+            ts = []
+            for q in range(count):
+                units = {c: self.plan[c][o][q][0] for c in active if q < len(self.plan[c][o])}
+                if len(units) == len(active) and len(set(units.values())) == 1:
+                    ts.append(prod[units[active[0]]])
+                    continue
+                t = Signal(signed(pw), name=f"{self.name}_o{o}_x{q}")
+                with m.Switch(at.step):
+                    for c, u in units.items():
+                        with m.Case(self.start + c):
+                            m.d.comb += t.eq(prod[u])
+                ts.append(t)
+            terms[o] = ts
+        return terms
+
+    @staticmethod
+    def _tree_level(m, ts, W, name, piped, enable):
+        """One level of an adder tree: pairs summed (registered when ``piped``)."""
+        out = []
+        for q in range(0, len(ts), 2):
+            pair = ts[q:q + 2]
+            width = min(max(len(Value.cast(t)) for t in pair) + (len(pair) - 1), W)
+            s = Signal(signed(width), name=f"{name}_{q // 2}", reset_less=piped)
+            value = pair[0] + pair[1] if len(pair) == 2 else pair[0]
+            if piped:
+                with m.If(enable):
+                    m.d.sync += s.eq(value)
+            else:
+                m.d.comb += s.eq(value)
+            out.append(s)
+        return out

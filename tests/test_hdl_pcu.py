@@ -378,35 +378,39 @@ def test_stop_mismatch(case, mode, valid_p, ready_p, seed):
 # -- initiation interval ---------------------------------------------------------------------------
 
 T44 = Tile(int16, 4, 4)
+#: (name, fn, input types, kw, mode, ii, latency)
 II_CASES = [
-    ("add", F.add, [T44, T44], dict(lanes=4), "map", 4),              # 16 elements / 4 lanes
-    ("exp", F.exp, [T44], dict(lanes=3), "map", 6),                    # ceil(16 / 3)
-    ("add1", F.add, [T44, T44], dict(lanes=16), "map", 1),
-    ("row_sum", F.row_sum, [T44], dict(lanes=2), "map", 8),            # ceil(4 / 2) rows x 4 cols
-    ("matmul16", F.matmul, [T44, T44], dict(multipliers=16), "map", 4),  # 64 products / 16
-    ("matmul7", F.matmul, [T44, T44], dict(multipliers=7), "map", 10),   # ceil(64 / 7)
-    ("mac64", MAC_FNS["traced"], [T44, T44], dict(multipliers=64), "accum", 1),
-    ("mac5", MAC_FNS["traced"], [T44, T44], dict(multipliers=5), "accum", 13),
-    ("softmax", UNARY["softmax_num"], [T44], dict(lanes=4), "map", 4 + 4 + 4),  # row_max, sub, exp
-    ("scan", F.add, [T44], dict(lanes=8), "scan", 2),
+    ("add", F.add, [T44, T44], dict(lanes=4), "map", 4, 0),              # 16 elements / 4 lanes
+    ("exp", F.exp, [T44], dict(lanes=3), "map", 6, 0),                    # ceil(16 / 3)
+    ("add1", F.add, [T44, T44], dict(lanes=16), "map", 1, 0),
+    ("mul", F.mul, [T44, T44], dict(lanes=4), "map", 4, 2),              # operands, products
+    ("row_sum", F.row_sum, [T44], dict(lanes=2), "map", 8, 0),            # ceil(4 / 2) rows x 4 cols
+    ("matmul16", F.matmul, [T44, T44], dict(multipliers=16), "map", 4, 2),  # 64 products / 16
+    ("matmul7", F.matmul, [T44, T44], dict(multipliers=7), "map", 10, 2),   # ceil(64 / 7)
+    ("mac64", MAC_FNS["traced"], [T44, T44], dict(multipliers=64), "accum", 1, 4),  # 4-term trees
+    ("mac5", MAC_FNS["traced"], [T44, T44], dict(multipliers=5), "accum", 13, 2),
+    ("softmax", UNARY["softmax_num"], [T44], dict(lanes=4), "map", 4 + 4 + 4, 0),  # row_max, sub, exp
+    ("scan", F.add, [T44], dict(lanes=8), "scan", 2, 0),
+    ("gate", BINARY["gate"], [T44, T44], dict(lanes=4), "map", 4 + 4, 2),  # silu, then mul
 ]
 
 
 @pytest.mark.parametrize("case", II_CASES, ids=[c[0] for c in II_CASES])
 def test_initiation_interval(case):
-    """A fully fed PCU takes a new beat every ``ii`` cycles: N beats in ``(N - 1) * ii + 2``."""
-    _, fn, types, kw, mode, ii = case
+    """A fully fed PCU takes a new beat every ``ii`` cycles, and its pipeline adds ``latency``:
+    N beats in ``(N - 1) * ii + 2 + latency``."""
+    _, fn, types, kw, mode, ii, latency = case
     if mode == "map":
         mk = lambda: PCU(fn, types, 1, **kw)  # noqa: E731
     else:
         init = F.zeros(Tile(int32, 4, 4) if len(types) == 2 else types[0])
         mk = lambda: PCU(fn, types, 1, mode=mode, init=init, b=1, **kw)  # noqa: E731
     dut = mk()
-    assert dut.ii == ii
+    assert (dut.ii, dut.latency) == (ii, latency)
     for n in (6, 11):
         x = [np.full((4, 4), i - 3, np.int16) for i in range(n)]
         run = run_unit(mk(), [from_nested([x], 1)] * len(types))
-        assert run.cycles == (n - 1) * ii + 2
+        assert run.cycles == (n - 1) * ii + 2 + latency
 
 
 def test_stop_only_beats_take_one_cycle():

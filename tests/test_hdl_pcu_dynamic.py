@@ -177,11 +177,14 @@ def test_cycles_follow_the_actual_rows():
     rng = np.random.default_rng(0)
     bound, K, N = 8, 4, 4
     w = static_tile(rng, int16, K, N)
-    for fn, per in ((F.matmul, lambda r: max(1, -(-r * K * N // 16))),
-                    (F.function(lambda a, b: (a @ b) * 3),
-                     lambda r: max(1, -(-r * K * N // 16)) + max(1, -(-r * N // 4)))):
+    # a row's 16 products per step: 4 per output, a 2-level adder tree (latency 2 + 2); the
+    # product by 3 pipelines too (latency 2) after the matmul's
+    for fn, per, latency in ((F.matmul, lambda r: max(1, -(-r * K * N // 16)), 4),
+                             (F.function(lambda a, b: (a @ b) * 3),
+                              lambda r: max(1, -(-r * K * N // 16)) + max(1, -(-r * N // 4)), 6)):
         dut = PCU(fn, [Tile(int16, R, K), Tile(int16, K, N)], 1, row_bound=bound)
         assert dut.ii == per(bound) and all(dut.cycles(r) == per(r) for r in range(bound + 1))
+        assert dut.latency == latency
         for r in (0, 1, 3, 8):
             beats = 6
             a = from_nested([[static_tile(rng, int16, r, K) for _ in range(beats)]], 1)
@@ -190,8 +193,9 @@ def test_cycles_follow_the_actual_rows():
             want = map_tokens([(x, w) if isinstance(x, np.ndarray) else x for x in a],
                               evaluator(fn, True))
             assert_tokens(run.outputs["out"], want)
-            # the first beat is taken in its last step; the last result leaves a cycle later
-            assert run.cycles == (beats - 1) * per(r) + 2, (fn, r, run.cycles)
+            # the first beat is taken in its last step; the last result leaves the pipeline
+            # (latency) and then the output register a cycle later
+            assert run.cycles == (beats - 1) * per(r) + 2 + latency, (fn, r, run.cycles)
 
 
 def test_row_counts_that_differ_are_flagged():
