@@ -23,11 +23,12 @@ into a silent wrong answer downstream.
 import enum
 import weakref
 
-from amaranth.hdl import Signal
+from amaranth.hdl import Cat, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import Out
 
-__all__ = ["ErrorCode", "StatusSignature", "ERROR_CODE_BITS", "check_int", "raise_error"]
+__all__ = ["ErrorCode", "StatusSignature", "ERROR_CODE_BITS", "check_int", "raise_error",
+           "merge_status"]
 
 ERROR_CODE_BITS = 4
 
@@ -80,7 +81,8 @@ StatusSignature = wiring.Signature({
 def raise_error(m, status, code, condition):
     """Make ``status.error`` sticky-high with ``code`` the first cycle ``condition`` holds.
 
-    ``status.error`` and ``status.code`` must be driven only through this helper. The registers
+    ``status.error`` and ``status.code`` must be driven only through this helper (or
+    :func:`merge_status`, for a unit built of parts that each have a status). The registers
     behind them are created the first time it is called for ``status`` while building ``m`` and
     belong to that elaboration alone, so elaborating a unit twice builds its error logic twice.
     """
@@ -94,6 +96,29 @@ def raise_error(m, status, code, condition):
     _, err, code_reg = regs
     with m.If(condition & ~err):
         m.d.sync += [err.eq(1), code_reg.eq(int(code))]
+
+
+def merge_status(m, status, parts):
+    """Drive ``status`` from the statuses of the parts a unit is built from.
+
+    ``busy``, ``stall_in``, ``stall_out`` and ``error`` are high when any part's is; ``code`` is
+    the code of the last part in ``parts`` whose ``error`` is high.
+
+    The parts must stop raising errors once ``status.error`` is high (each part takes it as an
+    input and gates its fault conditions with it, as one unit gates them with its own sticky
+    flag). Then the parts' faults of one cycle at most are ever flagged, ``error`` rises the
+    cycle after the first fault as with :func:`raise_error`, and the order of ``parts`` decides
+    between faults of that same cycle (the last wins, as the last :func:`raise_error` does).
+    """
+    m.d.comb += [
+        status.busy.eq(Cat(p.busy for p in parts).any()),
+        status.stall_in.eq(Cat(p.stall_in for p in parts).any()),
+        status.stall_out.eq(Cat(p.stall_out for p in parts).any()),
+        status.error.eq(Cat(p.error for p in parts).any()),
+    ]
+    for p in parts:
+        with m.If(p.error):
+            m.d.comb += status.code.eq(p.code)
 
 
 def check_int(unit, name, value, lo, hi=None):

@@ -1,0 +1,64 @@
+"""The free list of a PMU: the blocks no buffer holds, as a FIFO of block numbers."""
+
+from amaranth.hdl import Module, Mux, Signal, unsigned
+from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In
+
+from .interfaces import AllocSignature, FreeSignature, id_width
+
+__all__ = ["FreeList"]
+
+
+class FreeList(wiring.Component):
+    """The free blocks of a PMU in a memory initialised to ``0 .. blocks-1``.
+
+    A pop takes the head block in the cycle it is popped (an asynchronous read of the head
+    slot); a pushed block is the head one cycle later if the list was empty.
+
+    Parameters
+    ----------
+    pmu : stepforge.hdl.pmu.PMU
+        The PMU whose blocks it holds (``blocks``).
+
+    Members
+    -------
+    alloc : ``In(AllocSignature(pmu))``
+        ``head``: the next free block; ``count``: free blocks; ``pop``: take the head.
+    free : ``In(FreeSignature(pmu))``
+        A block going back to the list (one per cycle, always taken).
+    """
+
+    def __init__(self, pmu):
+        self.pmu = pmu
+        super().__init__({"alloc": In(AllocSignature(pmu)), "free": In(FreeSignature(pmu))})
+
+    def __repr__(self):
+        return f"FreeList({self.pmu!r})"
+
+    def elaborate(self, platform):
+        m = Module()
+        nblocks = self.pmu.blocks
+        m.submodules.free_mem = free_mem = Memory(shape=unsigned(id_width(self.pmu)),
+                                                  depth=max(nblocks, 2), init=list(range(nblocks)))
+        free_wr = free_mem.write_port()
+        free_rd = free_mem.read_port(domain="comb")
+
+        count = Signal(range(nblocks + 1), init=nblocks, name="free_count")
+        rptr = Signal(range(max(nblocks, 2)), name="free_rptr")
+        wptr = Signal(range(max(nblocks, 2)), name="free_wptr")
+        pop, push = self.alloc.pop, self.free.valid
+        m.d.comb += [
+            free_rd.addr.eq(rptr), self.alloc.head.eq(free_rd.data), self.alloc.count.eq(count),
+            free_wr.addr.eq(wptr), free_wr.data.eq(self.free.payload), free_wr.en.eq(push),
+        ]
+
+        def wrap_inc(ptr):
+            return Mux(ptr == nblocks - 1, 0, ptr + 1)
+
+        with m.If(pop):
+            m.d.sync += rptr.eq(wrap_inc(rptr))
+        with m.If(push):
+            m.d.sync += wptr.eq(wrap_inc(wptr))
+        m.d.sync += count.eq(count + push - pop)
+        return m

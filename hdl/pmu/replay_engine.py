@@ -1,0 +1,262 @@
+"""The replay side of a PMU read side: commands to memory reads to output beats."""
+
+import math
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, unsigned
+from amaranth.lib import fifo, stream, wiring
+from amaranth.lib.memory import ReadPort
+from amaranth.lib.wiring import In, Out
+
+from ..beat import beat_layout, beat_signature, stop_width
+from ..unit import ErrorCode, StatusSignature, raise_error
+from .interfaces import (AsyncReadSignature, ReleaseSignature, command_layout, desc_layout,
+                         entry_addr_width, entry_layout, id_width, stop_shape)
+
+__all__ = ["ReplayEngine"]
+
+
+class ReplayEngine(wiring.Component):
+    """Carries out the commands of read side ``i``: replays buffers from memory onto ``out``.
+
+    A replay command reads the buffer's entries one per cycle (along its block chain, or in the
+    read side's affine order) and closes the replay with the command's stop; a stop-only
+    command sends one beat without data. The memories' synchronous read is one pipeline stage
+    in front of a two-entry output FIFO, entered only with room for the beat (``credit``). A
+    command that releases its buffer raises a release request after its last read, held until
+    the arbiter takes it; a new command for a buffer this read side no longer holds raises
+    ``BAD_BUFFER``. With several read sides, once the controller has finished the engine sweeps
+    its pending bits and releases every buffer it never received.
+
+    Parameters
+    ----------
+    pmu : stepforge.hdl.pmu.PMU
+    i : int
+        The read side (``pmu.readers[i]``).
+
+    Members
+    -------
+    cmd : ``In(stream.Signature(command_layout(pmu, out_rank)))``
+        Commands from the controller.
+    out : ``Out(beat_signature(pmu.elem_type, out_rank))``
+        The replayed stream.
+    halt : ``In(1)``
+        The PMU has raised an error: take no more commands.
+    pending : ``In(pmu.blocks)``
+        This read side's pending bits (the buffers it still holds, by first block).
+    finished : ``In(1)``, with several read sides only
+        The controller has finished: sweep the pending bits.
+    rel : ``Out(ReleaseSignature(pmu))``
+        Release requests to the arbiter.
+    desc_rd : ``Out(AsyncReadSignature(...))``
+        Asynchronous read of the descriptor table (at the command's buffer).
+    data_rd, stop_rd : ``In(ReadPort.Signature(...))``
+        Synchronous reads of the data and stop memories.
+    next_rd : ``Out(AsyncReadSignature(...))``, ``mode="dynamic"`` only
+        Asynchronous read of the ``next`` table (the block after the current one).
+    status : ``Out(StatusSignature)``
+        ``busy`` while a command runs, a read is in flight, ``out`` holds a beat, a release
+        waits or a sweep runs; ``stall_out`` while ``out`` is not taken. Error: ``BAD_BUFFER``.
+    """
+
+    def __init__(self, pmu, i):
+        self.pmu, self.i = pmu, i
+        self.cfg = cfg = pmu.readers[i]
+        self.out_rank = cfg.out_rank(pmu.rank, pmu.b)
+        aw, idw = entry_addr_width(pmu), id_width(pmu)
+        members = {
+            "cmd": In(stream.Signature(command_layout(pmu, self.out_rank))),
+            "out": Out(beat_signature(pmu.elem_type, self.out_rank, row_bound=pmu.row_bound)),
+            "halt": In(1),
+            "pending": In(pmu.blocks),
+        }
+        if len(pmu.readers) > 1:
+            members["finished"] = In(1)
+        members.update({
+            "rel": Out(ReleaseSignature(pmu)),
+            "desc_rd": Out(AsyncReadSignature(idw, desc_layout(pmu))),
+            "data_rd": In(ReadPort.Signature(addr_width=aw, shape=entry_layout(pmu))),
+            "stop_rd": In(ReadPort.Signature(addr_width=aw, shape=stop_shape(pmu))),
+        })
+        if pmu.mode == "dynamic":
+            members["next_rd"] = Out(AsyncReadSignature(idw, unsigned(idw)))
+        members["status"] = Out(StatusSignature)
+        super().__init__(members)
+
+    def __repr__(self):
+        return f"ReplayEngine({self.pmu!r}, {self.i})"
+
+    def elaborate(self, platform):
+        m = Module()
+        pmu, cfg = self.pmu, self.cfg
+        bsize = pmu.block_size
+        c = self.cmd.payload
+        pending, halt, out = self.pending, self.halt, self.out
+        out_layout = beat_layout(pmu.elem_type, self.out_rank, row_bound=pmu.row_bound)
+        lw = stop_width(self.out_rank)
+        id_w = id_width(pmu)
+
+        act = Signal(name="active")
+        e_replay = Signal(name="replay")
+        e_id = Signal(id_w, name="id")
+        e_blk = Signal(id_w, name="block")
+        e_off = Signal(range(max(bsize, 2)), name="offset")
+        n_walk = math.prod(cfg.order[0]) if cfg.order is not None else 0  # may exceed the buffer
+        e_cnt = Signal(range(max(pmu.max_entries, n_walk) + 1), name="left")
+        e_L = Signal(lw, name="stop")
+        e_last = Signal(name="last")
+        e_rel = Signal(name="release")
+        rel_pend = Signal(name="rel_pend")
+        rel_id = Signal(id_w, name="rel_id")
+        rel_taken = self.rel.taken
+        m.d.comb += [self.rel.valid.eq(rel_pend), self.rel.id.eq(rel_id)]
+
+        m.submodules.out_fifo = ofifo = fifo.SyncFIFO(width=out_layout.size, depth=2)
+        m.d.comb += [out.payload.eq(ofifo.r_data), out.valid.eq(ofifo.r_rdy),
+                     ofifo.r_en.eq(out.ready)]
+        pop = Signal(name="pop")
+        m.d.comb += pop.eq(out.valid & out.ready)
+
+        s1_v = Signal(name="s1_valid")
+        s1_mem = Signal(name="s1_from_mem")
+        s1_final = Signal(name="s1_final")
+        s1_L = Signal(lw, name="s1_stop")
+        s1_last = Signal(name="s1_last")
+        s1_wstop = Signal(lw, name="s1_walk_stop")
+
+        final = Signal(name="final")
+        credit = Signal(name="credit")
+        rel_ok = Signal(name="release_ok")
+        issue = Signal(name="issue")
+        m.d.comb += [
+            final.eq(e_cnt == 1),
+            credit.eq(ofifo.level + s1_v < 2 + pop),
+            rel_ok.eq(~(final & e_rel) | ~rel_pend | rel_taken),
+            issue.eq(act & credit & rel_ok),
+        ]
+
+        # -- acceptance and its checks ---------------------------------------------------------
+        cmd_fire = Signal(name="cmd_fire")
+        m.d.comb += [self.desc_rd.addr.eq(c.id),
+                     self.cmd.ready.eq(~halt & (~act | (issue & final))),
+                     cmd_fire.eq(self.cmd.valid & self.cmd.ready)]
+        live = Signal(name="live")
+        # a release issued this cycle or still waiting for the arbiter has ended the buffer
+        m.d.comb += live.eq(pending.bit_select(c.id, 1)
+                            & ~(rel_pend & (rel_id == c.id))
+                            & ~(issue & final & e_rel & (e_id == c.id)))
+        needs_live = Signal(name="needs_live")
+        m.d.comb += needs_live.eq(c.replay | c.release)
+        bad = Signal(name="bad_buffer")
+        bad_terms = [needs_live & ~live]
+        if cfg.order is not None:
+            bad_terms.append(c.replay & ~self.desc_rd.data.full)
+        m.d.comb += bad.eq(Cat(*bad_terms).any())
+        raise_error(m, self.status, ErrorCode.BAD_BUFFER, cmd_fire & bad)
+
+        rd_addr = Signal(range(max(pmu.blocks * bsize, 2)), name="read_addr")
+        m.d.comb += [self.data_rd.addr.eq(rd_addr), self.stop_rd.addr.eq(rd_addr),
+                     self.data_rd.en.eq(issue & e_replay), self.stop_rd.en.eq(issue & e_replay)]
+        walk_stop = self._address(m, e_id, e_blk, e_off, rd_addr, issue & e_replay, cmd_fire, lw)
+
+        # -- issue: one read (or the stop-only beat) per cycle --------------------------------
+        with m.If(issue):
+            m.d.sync += [s1_v.eq(1), s1_mem.eq(e_replay), s1_final.eq(final), s1_L.eq(e_L),
+                         s1_last.eq(e_last), s1_wstop.eq(walk_stop), e_cnt.eq(e_cnt - 1)]
+            if bsize > 1:
+                with m.If(e_off == bsize - 1):
+                    m.d.sync += e_off.eq(0)
+                with m.Else():
+                    m.d.sync += e_off.eq(e_off + 1)
+            if pmu.mode == "dynamic":
+                with m.If(e_off == bsize - 1):
+                    m.d.sync += e_blk.eq(self.next_rd.data)
+            with m.If(final):
+                m.d.sync += act.eq(0)
+                with m.If(e_rel):
+                    m.d.sync += [rel_pend.eq(1), rel_id.eq(e_id)]
+        with m.Else():
+            m.d.sync += s1_v.eq(0)
+        with m.If(rel_taken & ~(issue & final & e_rel)):
+            m.d.sync += rel_pend.eq(0)
+
+        sweeping = Const(0)
+        if len(pmu.readers) > 1:
+            # At the end of its streams a read side releases every buffer it never received
+            # (a routing operator sent it to another consumer), as the interpreter does.
+            nblocks = pmu.blocks
+            sw_ptr = Signal(range(nblocks + 1), name="sweep")
+            sweeping = Signal(name="sweeping")
+            sw_hit = Signal(name="sweep_hit")
+            m.d.comb += [
+                sweeping.eq(self.finished & ~act & ~halt & (sw_ptr != nblocks)),
+                sw_hit.eq(pending.bit_select(sw_ptr, 1) & ~(rel_pend & (rel_id == sw_ptr))),
+            ]
+            with m.If(sweeping):
+                with m.If(~sw_hit):
+                    m.d.sync += sw_ptr.eq(sw_ptr + 1)
+                with m.Elif(~rel_pend | rel_taken):
+                    m.d.sync += [rel_pend.eq(1), rel_id.eq(sw_ptr), sw_ptr.eq(sw_ptr + 1)]
+
+        with m.If(cmd_fire & ~bad):
+            if cfg.order is not None:
+                n_entries = math.prod(cfg.order[0])
+            else:
+                n_entries = self.desc_rd.data.len
+            m.d.sync += [act.eq(1), e_replay.eq(c.replay), e_id.eq(c.id), e_blk.eq(c.id),
+                         e_off.eq(0), e_cnt.eq(Mux(c.replay, n_entries, 1)), e_L.eq(c.stop),
+                         e_last.eq(c.last), e_rel.eq(c.release)]
+
+        # -- stage 1: the memory's data is here; form the beat -------------------------------
+        beat = Signal(out_layout, name="beat")
+        m.d.comb += [
+            beat.data.eq(Mux(s1_mem, Value.cast(self.data_rd.data.data), 0)),
+            beat.has_data.eq(s1_mem & self.data_rd.data.has_data),
+            beat.last.eq(s1_last & s1_final),
+        ]
+        with m.If(s1_final):
+            m.d.comb += beat.stop.eq(s1_L)
+        with m.Else():
+            m.d.comb += beat.stop.eq(s1_wstop if cfg.order is not None else self.stop_rd.data)
+        m.d.comb += [ofifo.w_data.eq(beat), ofifo.w_en.eq(s1_v)]
+
+        m.d.comb += [
+            self.status.busy.eq(act | s1_v | ofifo.r_rdy | rel_pend | sweeping),
+            self.status.stall_out.eq(out.valid & ~out.ready),
+        ]
+        return m
+
+    def _address(self, m, e_id, e_blk, e_off, rd_addr, step, start, lw):
+        """Drive ``rd_addr``: along the block chain, or the affine walk of the read side's order
+        (advanced on ``step``, restarted on ``start``). Returns the walk's stop (``S_k`` when
+        the ``k`` innermost indices are at their last value; 0 without an order)."""
+        bsize = self.pmu.block_size
+        walk_stop = Signal(lw, name="walk_stop")
+        if self.pmu.mode == "dynamic":
+            m.d.comb += self.next_rd.addr.eq(e_blk)
+        if self.cfg.order is None:
+            m.d.comb += rd_addr.eq(e_blk * bsize + e_off)
+            return walk_stop
+        out_shape, stride, offset = self.cfg.order
+        nd = len(out_shape)
+        idx = [Signal(range(max(n, 2)), name=f"walk{d}") for d, n in enumerate(out_shape)]
+        span = max(abs(offset), 1) + sum(abs((n - 1) * s) for n, s in zip(out_shape, stride))
+        lin = Signal(range(-span - 1, span + 2), init=offset, name="walk_index")
+        at_last = [Signal(name=f"walk_last{d}") for d in range(nd)]
+        for d in range(nd):
+            m.d.comb += at_last[d].eq(idx[d] == out_shape[d] - 1)
+        for kk in range(1, nd):
+            with m.If(Cat(*at_last[nd - kk:]).all()):
+                m.d.comb += walk_stop.eq(kk)
+        m.d.comb += rd_addr.eq(e_id * bsize + lin)
+        with m.If(step):
+            for d in reversed(range(nd)):
+                inner = Cat(*at_last[d + 1:]).all() if d + 1 < nd else Const(1)
+                delta = stride[d] - sum((out_shape[e] - 1) * stride[e] for e in range(d + 1, nd))
+                with m.If(inner & ~at_last[d]):
+                    m.d.sync += [idx[d].eq(idx[d] + 1), lin.eq(lin + delta)]
+                    for e in range(d + 1, nd):
+                        m.d.sync += idx[e].eq(0)
+        with m.If(start):
+            m.d.sync += [x.eq(0) for x in idx]
+            m.d.sync += lin.eq(offset)
+        return walk_stop
