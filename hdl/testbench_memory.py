@@ -27,7 +27,9 @@ class MemoryBench(Elaboratable):
     units : wiring.Component or list of wiring.Component
         Units with a ``mem`` port of :class:`~stepforge.hdl.memory.MemoryPort`.
     memory : MemoryModel
-        Needs as many read and write ports as the units use.
+        Its first read ports and first write ports are those of the units, in order
+        (:meth:`MemoryModel.for_clients <stepforge.hdl.memory.MemoryModel.for_clients>` builds
+        one); ``ValueError`` otherwise.
     stall_p : float, default 0
         Probability (in 1/256 steps) that the memory is stalled in a cycle.
     seed : int, default 1
@@ -45,10 +47,14 @@ class MemoryBench(Elaboratable):
         units = list(units) if isinstance(units, (list, tuple)) else [units]
         if not isinstance(memory, MemoryModel):
             raise TypeError(f"expected a MemoryModel, not {memory!r}")
-        kinds = [u.mem.signature.kind for u in units]
-        if kinds.count("read") > memory.read_ports or kinds.count("write") > memory.write_ports:
-            raise ValueError(f"the units need {kinds.count('read')} read and {kinds.count('write')} "
-                             f"write ports; {memory!r} has fewer")
+        for kind, have in (("read", memory.read), ("write", memory.write)):
+            need = [u.mem.signature for u in units if u.mem.signature.kind == kind]
+            if need != [p.signature.flip() for p in have[:len(need)]]:
+                raise ValueError(
+                    f"the units' {kind} ports (bursts {[s.burst for s in need]}) are not the "
+                    f"first {kind} ports of the memory (bursts "
+                    f"{[p.signature.flip().burst for p in have]}, geometry {memory.geometry!r}); "
+                    f"build it with MemoryModel.for_clients")
         if not 0.0 <= stall_p <= 1.0:
             raise ValueError(f"stall_p must be in [0, 1], not {stall_p!r}")
         self.units, self.memory = units, memory

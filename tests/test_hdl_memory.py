@@ -1,4 +1,12 @@
-"""MemoryModel: bursts, lines, latency, round robin, counters, the debug port and the back doors."""
+"""MemoryModel: bursts, lines, the pipeline's exact timing, round robin, counters, the debug port
+and the back doors.
+
+Timing of the pipeline (hdl/memory/__init__.py): a request accepted in cycle 0 enters the line
+generator's queue (cycle 1) and its first line register (cycle 2), where the arbiter may grant
+it; a read line granted in cycle ``t`` is on ``resp`` in cycle ``t + latency``; a write line is
+taken (``data.ready``) in the cycle it is granted. So: accepted 0, granted 2, response
+``2 + latency``.
+"""
 
 import random
 
@@ -10,8 +18,13 @@ from hypothesis import given, settings, strategies as st
 
 from stepforge.compiler.types import int8, int16, int32
 from stepforge.hdl.config import HardwareConfig
-from stepforge.hdl.memory import (MemoryGeometry, MemoryModel, MemoryPort, TensorPlacement,
-                                  array_from_bytes, array_to_bytes, backdoor_read, backdoor_write)
+from stepforge.hdl.memory import (PIPELINE_LATENCY, MemoryGeometry, MemoryModel, MemoryPort,
+                                  TensorPlacement, array_from_bytes, array_to_bytes,
+                                  backdoor_read, backdoor_write, line_tables)
+from stepforge.sim import verilator as vl
+
+#: Cycles from a request's acceptance to its first line's grant (the queue, the line register).
+GRANT_DELAY = 2
 
 
 def config(channels=4, bpc=16, latency=4, **kw):
@@ -19,144 +32,223 @@ def config(channels=4, bpc=16, latency=4, **kw):
                                         mem_latency=latency, **kw)
 
 
-def drive(model, reads=(), writes=(), *, valid_p=1.0, stall_p=0.0, seed=0, debug=(),
-          max_cycles=3000):
-    """Run bursts on the model's ports; return what each read client received and the timing.
+def unused(elaboratable):
+    """``elaboratable``, exempt from Amaranth's "created but never used" warning."""
+    elaboratable._MustUse__silence = True
+    return elaboratable
 
-    ``reads[c]``: lists of ``(addr, count)`` or ``(addr, count, rows, stride)``; ``writes[c]``:
-    lists of ``(addr, words)`` or ``(addr, count, rows, stride, words)``.
-    ``debug``: ``(op, addr, value)`` accesses performed first (``"w"`` writes, ``"r"`` reads).
-    Returns ``dict(lines=[[(count, last, words)] per read client], first=[cycle], memory=bytes,
-    bytes_read, bytes_written, debug=[values read], grants=[client per cycle])``.
+
+class Trace:
+    """What :func:`drive` saw, cycle by cycle.
+
+    Attributes
+    ----------
+    accepted : dict
+        ``("read", c)`` / ``("write", c)``: the cycles the client's requests were accepted.
+    lines : list of list of (cycle, count, last, words)
+        Each read client's response lines.
+    taken : list of list of int
+        The cycles each write client's lines were taken (granted).
+    stalled, debug_cycles : set of int
+        Cycles with ``stall`` high; cycles with a debug access.
+    rvalid : list of (cycle, rdata)
+        The debug port's read answers.
+    """
+
+    def __init__(self, nr, nw):
+        self.accepted = {**{("read", c): [] for c in range(nr)},
+                         **{("write", c): [] for c in range(nw)}}
+        self.lines = [[] for _ in range(nr)]
+        self.taken = [[] for _ in range(nw)]
+        self.stalled, self.debug_cycles, self.rvalid = set(), set(), []
+
+    def grants(self, latency):
+        """``{cycle: ("read" | "write", client)}`` of every granted line (a read line's grant is
+        its response cycle minus the latency); ``AssertionError`` if two share a cycle."""
+        out = {}
+        events = [(t - latency, ("read", c)) for c, ls in enumerate(self.lines) for t, *_ in ls]
+        events += [(t, ("write", c)) for c, ts in enumerate(self.taken) for t in ts]
+        for t, who in events:
+            assert t not in out, f"two lines granted in cycle {t}: {out[t]} and {who}"
+            out[t] = who
+        return out
+
+    def response_cycles(self, c=0):
+        return [t for t, *_ in self.lines[c]]
+
+
+def drive(model, reads=(), writes=(), *, valid_p=1.0, stall_p=0.0, stall=(), debug=None, seed=0,
+          max_cycles=3000):
+    """Run bursts on the model's ports in Amaranth's simulator.
+
+    ``reads[c]``: the addresses of read port ``c``'s bursts (its shape is the port's);
+    ``writes[c]``: ``(addr, words)`` bursts of write port ``c`` (``count * rows`` words each).
+    ``valid_p``: each request and write line is offered with this probability per cycle (and
+    held until taken). ``stall``: cycles with ``stall`` high, and at random with ``stall_p``.
+    ``debug``: ``{cycle: (op, addr, value)}`` word port accesses (``"w"`` writes, ``"r"`` reads).
+    Returns a :class:`Trace` with ``memory`` (bytes), ``bytes_read`` and ``bytes_written`` after
+    every line has moved and ``latency + 2`` idle cycles.
     """
     g = model.geometry
     L = g.lanes
     rng = random.Random(seed)
-    out = {"lines": [[] for _ in reads], "first": [None] * len(reads), "debug": [], "grants": []}
+    debug = dict(debug or {})
+    stall = set(stall)
+    trace = Trace(len(reads), len(writes))
+    rq = [list(r) for r in reads]
+    wq = [[a for a, _ in w] for w in writes]
+    wl = []
+    for c, w in enumerate(writes):
+        count, rows, _ = model.write_ports[c]
+        lines = []
+        for _, words in w:
+            assert len(words) == count * rows
+            words = list(words)
+            for n in g.burst_lines(*model.write_ports[c]):
+                lines.append(words[:n])
+                words = words[n:]
+        wl.append(lines)
+    expect = [len(r) * g.lines(*model.read_ports[c]) for c, r in enumerate(reads)]
+    last_debug = max(debug, default=-1)
 
     async def bench(ctx):
         dbg = model.debug
-        for op, addr, value in debug:
+        hold_r, hold_w, hold_d = [False] * len(reads), [False] * len(writes), [False] * len(writes)
+        end = None
+        for cycle in range(max_cycles):
+            if end is None and cycle > last_debug and not any(wq) and not any(wl) and all(
+                    len(trace.lines[c]) == expect[c] for c in range(len(reads))):
+                end = cycle + g.latency + 2          # no response may follow
+            if cycle == end:
+                break
+            s = cycle in stall or rng.random() < stall_p
+            ctx.set(model.stall, s)
+            if s:
+                trace.stalled.add(cycle)
+            op, addr, value = debug.get(cycle, (None, 0, 0))
             ctx.set(dbg.addr, addr)
             ctx.set(dbg.we, op == "w")
-            ctx.set(dbg.wdata, value if op == "w" else 0)
             ctx.set(dbg.re, op == "r")
-            await ctx.tick()
-            ctx.set(dbg.we, 0)
-            ctx.set(dbg.re, 0)
-            if op == "r":
-                assert ctx.get(dbg.rvalid)
-                out["debug"].append(ctx.get(dbg.rdata))
-                await ctx.tick()  # rdata holds
-                out["debug"][-1] = (out["debug"][-1], ctx.get(dbg.rdata))
-        rq = [[burst(b) for b in r] for r in reads]
-        wq = [[burst(b[:-1] if len(b) == 5 else (b[0], len(b[1]))) for b in w] for w in writes]
-        # Write lines: each burst cut into lines as the memory takes them.
-        wl = []
-        for w, bursts in zip(writes, wq):
-            lines = []
-            for b, (_, count, rows, stride) in zip(w, bursts):
-                words = list(b[-1])
-                for k in g.burst_lines(count, rows, stride):
-                    lines.append(words[:k])
-                    words = words[k:]
-            wl.append(lines)
-        expect_lines = [sum(len(g.burst_lines(*b[1:])) for b in r) for r in rq]
-        holding_r = [False] * len(reads)
-        holding_w = [False] * len(writes)
-        holding_d = [False] * len(writes)
-        for cycle in range(max_cycles):
-            if (all(len(out["lines"][c]) == expect_lines[c] for c in range(len(reads)))
-                    and not any(wq) and not any(wl)):
-                # every write line is taken; let the memory settle one cycle
-                await ctx.tick()
-                break
-            ctx.set(model.stall, rng.random() < stall_p)
-            for c, port in enumerate(model.read[i] for i in range(len(reads))):
-                v = bool(rq[c]) and (holding_r[c] or rng.random() < valid_p)
-                holding_r[c] = v
-                ctx.set(port.req.valid, v)
-                if v:
-                    set_request(ctx, port, rq[c][0])
-            for c, port in enumerate(model.write[i] for i in range(len(writes))):
-                v = bool(wq[c]) and (holding_w[c] or rng.random() < valid_p)
-                holding_w[c] = v
-                ctx.set(port.req.valid, v)
-                if v:
-                    set_request(ctx, port, wq[c][0])
-                dv = bool(wl[c]) and (holding_d[c] or rng.random() < valid_p)
-                holding_d[c] = dv
-                ctx.set(port.data.valid, dv)
-                if dv:
-                    words = wl[c][0] + [0] * (L - len(wl[c][0]))
-                    ctx.set(Value.cast(port.data.payload),
-                            sum(w << (i * g.word_bits) for i, w in enumerate(words)))
-            # sample
-            took_r = [ctx.get(model.read[c].req.valid) and ctx.get(model.read[c].req.ready)
-                      for c in range(len(reads))]
-            took_w = [ctx.get(model.write[c].req.valid) and ctx.get(model.write[c].req.ready)
-                      for c in range(len(writes))]
-            took_d = [ctx.get(model.write[c].data.valid) and ctx.get(model.write[c].data.ready)
-                      for c in range(len(writes))]
+            ctx.set(dbg.wdata, value if op == "w" else 0)
+            if op:
+                trace.debug_cycles.add(cycle)
+            for c in range(len(reads)):
+                req = model.read[c].req
+                hold_r[c] = bool(rq[c]) and (hold_r[c] or rng.random() < valid_p)
+                ctx.set(req.valid, hold_r[c])
+                ctx.set(req.payload.addr, rq[c][0] if hold_r[c] else 0)
+            for c in range(len(writes)):
+                port = model.write[c]
+                hold_w[c] = bool(wq[c]) and (hold_w[c] or rng.random() < valid_p)
+                ctx.set(port.req.valid, hold_w[c])
+                ctx.set(port.req.payload.addr, wq[c][0] if hold_w[c] else 0)
+                hold_d[c] = bool(wl[c]) and (hold_d[c] or rng.random() < valid_p)
+                ctx.set(port.data.valid, hold_d[c])
+                words = wl[c][0] if hold_d[c] else []
+                ctx.set(Value.cast(port.data.payload),
+                        sum(w << (i * g.word_bits) for i, w in enumerate(words)))
+            took_r = [ctx.get(model.read[c].req.ready) and hold_r[c] for c in range(len(reads))]
+            took_w = [ctx.get(model.write[c].req.ready) and hold_w[c] for c in range(len(writes))]
+            took_d = [ctx.get(model.write[c].data.ready) and hold_d[c] for c in range(len(writes))]
             for c in range(len(reads)):
                 resp = model.read[c].resp
                 if ctx.get(resp.valid):
                     n = ctx.get(resp.count)
-                    words = list(ctx.get(resp.data))[:n]
-                    out["lines"][c].append((n, ctx.get(resp.last), words))
-                    if out["first"][c] is None:
-                        out["first"][c] = cycle
-            grant = None
-            for c in range(len(writes)):
-                if took_d[c]:
-                    grant = len(reads) + c
-            out["grants"].append(grant)
+                    data = list(ctx.get(resp.data))
+                    assert not any(data[n:]), "words past count must be zero"
+                    trace.lines[c].append((cycle, n, ctx.get(resp.last), data[:n]))
+            if ctx.get(dbg.rvalid):
+                trace.rvalid.append((cycle, ctx.get(dbg.rdata)))
             await ctx.tick()
             for c in range(len(reads)):
                 if took_r[c]:
                     rq[c].pop(0)
-                    holding_r[c] = False
+                    hold_r[c] = False
+                    trace.accepted["read", c].append(cycle)
             for c in range(len(writes)):
                 if took_w[c]:
                     wq[c].pop(0)
-                    holding_w[c] = False
+                    hold_w[c] = False
+                    trace.accepted["write", c].append(cycle)
                 if took_d[c]:
                     wl[c].pop(0)
-                    holding_d[c] = False
+                    hold_d[c] = False
+                    trace.taken[c].append(cycle)
         else:
             raise AssertionError("the memory did not finish")
-        out["cycles"] = cycle
-        out["memory"] = backdoor_read(ctx, model, 0, g.size_words)
-        out["bytes_read"] = ctx.get(model.bytes_read)
-        out["bytes_written"] = ctx.get(model.bytes_written)
+        trace.memory = backdoor_read(ctx, model, 0, g.rows * g.lanes)
+        trace.bytes_read = ctx.get(model.bytes_read)
+        trace.bytes_written = ctx.get(model.bytes_written)
 
     sim = Simulator(model)
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
-    return out
+    return trace
 
 
-def burst(b):
-    """``(addr, count, rows, stride)`` of a read burst written with or without rows/stride."""
-    return tuple(b) if len(b) == 4 else (b[0], b[1], 1, 0)
+def replay(model, trace, reads, writes, debug, flat):
+    """Check every read line and debug read against a flat memory updated in grant order.
 
-
-def set_request(ctx, port, b):
-    addr, count, rows, stride = b
-    p = port.req.payload
-    ctx.set(p.addr, addr)
-    ctx.set(p.count, count)
-    ctx.set(p.rows, rows)
-    ctx.set(p.stride, stride)
-
-
-def burst_words(flat, addr, count, rows=1, stride=0):
-    return [w for r in range(max(rows, 1)) for w in flat[addr + r * stride:addr + r * stride + count]]
+    ``flat`` (word values) is updated in place with the writes. A write granted in cycle ``t`` is
+    seen by every read granted (or debug read issued) after ``t``.
+    """
+    g = model.geometry
+    events = []             # (cycle, kind, ...)
+    for c, addrs in enumerate(reads):
+        offs = g.line_offsets(*model.read_ports[c])
+        want = [(a, k, o) for a in addrs for k, o in enumerate(offs)]
+        assert len(trace.lines[c]) == len(want)
+        for (t, n, last, words), (a, k, o) in zip(trace.lines[c], want):
+            assert (n, last) == (len(o), int(k == len(offs) - 1))
+            events.append((t - g.latency, "r", [a + x for x in o], words))
+    for c, bursts in enumerate(writes):
+        offs = g.line_offsets(*model.write_ports[c])
+        lines = []
+        for a, words in bursts:
+            w = 0
+            for o in offs:
+                lines.append(([a + x for x in o], words[w:w + len(o)]))
+                w += len(o)
+        assert len(trace.taken[c]) == len(lines)
+        for t, (addrs, words) in zip(trace.taken[c], lines):
+            events.append((t, "w", addrs, words))
+    for t, (op, addr, value) in debug.items():
+        events.append((t, "dw" if op == "w" else "dr", [addr], [value]))
+    answers = dict(trace.rvalid)
+    assert sorted(answers) == sorted(t + g.latency for t, (op, _, _) in debug.items() if op == "r")
+    for t, kind, addrs, words in sorted(events, key=lambda e: e[0]):
+        if kind in ("w", "dw"):
+            for a, v in zip(addrs, words):
+                flat[a] = v
+        elif kind == "r":
+            assert words == [flat[a] for a in addrs], f"read line granted in cycle {t}"
+        else:
+            assert answers[t + g.latency] == flat[addrs[0]], f"debug read in cycle {t}"
 
 
 def words_of(buf, g):
     return [int.from_bytes(buf[i:i + g.word_bytes], "little") for i in range(0, len(buf), g.word_bytes)]
+
+
+def burst_words(flat, addr, count, rows=1, stride=0):
+    return [w for r in range(rows) for w in flat[addr + r * stride:addr + r * stride + count]]
+
+
+def check_timing(model, trace, reads, writes):
+    """One line per cycle, none while stalled or during a debug access, and every burst's first
+    line granted no earlier than two cycles after its request was accepted."""
+    g = model.geometry
+    grants = trace.grants(g.latency)
+    assert not set(grants) & (trace.stalled | trace.debug_cycles)
+    for kind, clients in (("read", reads), ("write", writes)):
+        for c, bursts in enumerate(clients):
+            burst = (model.read_ports if kind == "read" else model.write_ports)[c]
+            n = g.lines(*burst)
+            cycles = sorted(t for t, who in grants.items() if who == (kind, c))
+            assert len(trace.accepted[kind, c]) == len(bursts)
+            for k, acc in enumerate(trace.accepted[kind, c]):
+                assert cycles[k * n] >= acc + GRANT_DELAY
 
 
 # -- geometry ---------------------------------------------------------------------------------
@@ -165,26 +257,30 @@ def test_geometry_of_the_presets():
     g = MemoryGeometry.from_config(HardwareConfig.sim(), 4096)
     # 4 channels x 16 B, 4x4 int16 tiles (8-byte rows): 8-byte words, 8 lanes, 64 B per cycle
     assert (g.word_bytes, g.lanes, g.line_bytes, g.size_words, g.rows) == (8, 8, 64, 512, 64)
-    assert g.addr_bits == 9 and g.lines(17) == 3
+    assert (g.addr_bits, g.lane_bits, g.latency, g.lines(17)) == (9, 3, 4, 3)
+    # iCE40 UP5K: 4 channels x 2 B of 2-byte words (2x2 int16 tiles), latency 3
     g = MemoryGeometry.from_config(HardwareConfig.ice40_up5k(), 1000)
-    assert (g.word_bytes, g.lanes, g.line_bytes, g.size_words) == (2, 1, 2, 500)
+    assert (g.word_bytes, g.lanes, g.line_bytes, g.size_words, g.latency) == (2, 4, 8, 500, 3)
     g = MemoryGeometry.from_config(HardwareConfig.ecp5_85f(), 1024)
-    assert (g.word_bytes, g.lanes, g.line_bytes) == (8, 2, 16)
+    assert (g.word_bytes, g.lanes, g.line_bytes, g.latency) == (8, 2, 16, 3)
     with pytest.raises(ValueError, match="does not divide"):
         MemoryGeometry.from_config(HardwareConfig.sim(), 1024, word_bytes=3)
     with pytest.raises(ValueError, match="whole number"):
         g.words(12, "a row")
 
 
-def test_placement_and_request_pattern():
+def test_placement_and_its_port():
     g = MemoryGeometry.from_config(HardwareConfig.sim(), 4096)
     p = TensorPlacement(g, int16, (8, 16), (4, 4), base=10)
     # a 4x4 int16 tile is 4 rows of one 8-byte word, 4 words (one tensor row) apart
     assert (p.row_words, p.tensor_row_words, p.tile_words, p.grid) == (1, 4, 4, (2, 4))
     # one burst per tile: 4 segments of 1 word, 4 words apart; lanes 0, 4, 0, 4: two lines
     assert p.burst(5) == (10 + 16 + 1, 1, 4, 4) and p.tile_lines == [2, 2]
+    assert p.port("read") == MemoryPort(g, "read", (1, 4, 4)) != p.port("write")
+    assert p.port("write").lines == [2, 2] and p.port("write").kind == "write"
     full = TensorPlacement(g, int16, (8, 4), (4, 4))
     assert full.contiguous and full.burst(1) == (4, 4, 1, 0) and full.tile_lines == [4]
+    assert full.port("read").burst == (4, 1, 0)
     assert sum(p.tile_lines) * g.word_bytes == p.tile_bytes == 32
     with pytest.raises(ValueError, match="whole number"):
         TensorPlacement(g, int8, (8, 16), (4, 4))       # 4-byte tile rows, 8-byte words
@@ -192,89 +288,6 @@ def test_placement_and_request_pattern():
         TensorPlacement(g, int32, (64, 32), (4, 4))
     with pytest.raises(ValueError, match="does not divide"):
         TensorPlacement(g, int16, (8, 16), (3, 4))
-
-
-def test_repr_and_ports():
-    m = MemoryModel(config(), 256, b"\x01\x02", read_ports=2, write_ports=1)
-    m._MustUse__silence = True  # never elaborated
-    assert repr(m).startswith("MemoryModel(HardwareConfig(") and "init=<2 bytes>" in repr(m)
-    assert "read_ports=2, write_ports=1, word_bytes=8" in repr(m)
-    assert m.read[1].signature.flip() == MemoryPort(m.geometry, "read")
-    assert m.write[0].signature.flip() == MemoryPort(m.geometry, "write")
-    with pytest.raises(ValueError, match="more than"):
-        MemoryModel(config(), 8, bytes(9))
-    with pytest.raises(ValueError, match="at least one"):
-        MemoryModel(config(), 64, read_ports=0, write_ports=0)
-
-
-def test_array_bytes_round_trip():
-    a = np.arange(-6, 6, dtype=np.int16).reshape(3, 4)
-    buf = array_to_bytes(a, int16)
-    assert buf[:2] == (-6).to_bytes(2, "little", signed=True) and len(buf) == 24
-    assert (array_from_bytes(buf, (3, 4), int16) == a).all()
-
-
-# -- behaviour --------------------------------------------------------------------------------
-
-@st.composite
-def memory_case(draw):
-    channels = draw(st.sampled_from([1, 2, 3, 4]))
-    bpc = draw(st.sampled_from([2, 4, 8, 16]))
-    # at most 16 lanes: wider lines cost simulation time, not coverage
-    word = draw(st.sampled_from([w for w in (1, 2, 4, 8) if bpc % w == 0
-                                 and channels * bpc // w <= 16]))
-    latency = draw(st.integers(0, 3))
-    return channels, bpc, word, latency
-
-
-@settings(deadline=None, max_examples=25)
-@given(memory_case(), st.integers(0, 2**16), st.floats(0.3, 1.0), st.floats(0.0, 0.5))
-def test_random_bursts_match_a_flat_memory(case, seed, valid_p, stall_p):
-    channels, bpc, word, latency = case
-    rng = random.Random(seed)
-    size = 96 * word
-    init = bytes(rng.randrange(256) for _ in range(size // 2))
-    model = MemoryModel(config(channels, bpc, latency), size, init, read_ports=2, write_ports=2,
-                        word_bytes=word)
-    g = model.geometry
-    half, quarter = g.size_words // 2, g.size_words // 4
-
-    def bursts(lo, hi, k):
-        # 1-D and 2-D bursts (rows segments, stride apart) inside [lo, hi)
-        out = []
-        for _ in range(k):
-            rows = rng.choice([0, 1, 1, 2, 3, 4])
-            count = rng.randrange(0, min(hi - lo, 2 * g.lanes + 2) // max(rows, 1) + 1)
-            span = max(rows, 1) - 1
-            stride = rng.randrange(count, count + 6) if span else rng.choice([0, 5])
-            a = rng.randrange(lo, max(lo + 1, hi - span * stride - count + 1))
-            if a + span * stride + count > hi:
-                rows, span, stride = 1, 0, 0
-                count = min(count, hi - a)
-            out.append((a, count, rows, stride))
-        return out
-    reads = [bursts(0, half, rng.randrange(1, 5)) for _ in range(2)]
-    writes = [[(*b, [rng.randrange(1 << g.word_bits) for _ in range(b[1] * max(b[2], 1))])
-               for b in bursts(half + q * quarter, half + (q + 1) * quarter, rng.randrange(0, 4))]
-              for q in range(2)]
-    res = drive(model, reads, writes, valid_p=valid_p, stall_p=stall_p, seed=seed)
-    flat = words_of(init + bytes(g.size_bytes - len(init)), g)
-    for c, rb in enumerate(reads):
-        want = []
-        for b in rb:
-            words = burst_words(flat, *b)
-            counts = g.burst_lines(*b[1:])
-            for i, k in enumerate(counts):
-                want.append((k, int(i == len(counts) - 1), words[:k]))
-                words = words[k:]
-        assert res["lines"][c] == want
-    for wb in writes:
-        for a, count, rows, stride, ws in wb:
-            for r in range(max(rows, 1)):
-                flat[a + r * stride:a + r * stride + count] = ws[r * count:(r + 1) * count]
-    assert words_of(res["memory"], g)[:len(flat)] == flat
-    assert res["bytes_read"] == sum(b[1] * max(b[2], 1) for rb in reads for b in rb) * word
-    assert res["bytes_written"] == sum(len(b[-1]) for wb in writes for b in wb) * word
 
 
 def test_line_packing_rule():
@@ -286,109 +299,362 @@ def test_line_packing_rule():
     assert g.burst_lines(3, 3, 8) == [3, 3, 3]
     assert g.burst_lines(20, 2, 40) == [8, 8, 4, 8, 8, 4]      # long segments go alone
     assert g.burst_lines(1, 12, 1) == [8, 4]           # contiguous rows; at most 8 per line
+    assert g.burst_lines(2, 3, 0) == [2, 2, 2]         # stride 0: the same lanes every row
     assert g.burst_lines(0, 3, 1) == [] and g.burst_lines(5) == [5]
+    assert g.line_offsets(2, 3, 3) == [[0, 1, 3, 4, 6, 7]]
+    assert g.line_offsets(1, 4, 4) == [[0, 4], [8, 12]]
+    assert g.line_offsets(10, 2, 20) == [[0, 1, 2, 3, 4, 5, 6, 7], [8, 9], [20, 21, 22, 23, 24,
+                                                                            25, 26, 27], [28, 29]]
     narrow = MemoryGeometry.from_config(HardwareConfig.sim(), 4096, max_segments=2)
     assert narrow.burst_lines(1, 4, 1) == [2, 2]
 
 
+@pytest.mark.parametrize("lanes", [1, 2, 4, 8])
+@pytest.mark.parametrize("kind", ["read", "write"])
+def test_line_tables_agree_with_line_offsets(lanes, kind):
+    # the generator's constant tables, applied to a first word in every lane, move exactly the
+    # words of MemoryGeometry.line_offsets: lane j of a line holds word addr + offset, at row
+    # (addr + offset) // lanes; `sel` routes word i to lane j (write) / lane j to word i (read)
+    g = MemoryGeometry(word_bytes=4, channels=lanes, bytes_per_channel=4, latency=3,
+                       size_words=4096)
+    rng = random.Random(lanes)
+    shapes = [(1, 1, 0), (lanes, 1, 0), (3 * lanes + 1, 1, 0), (1, 4, 4), (2, 3, 3), (1, 12, 1),
+              (3, 3, 8), (2, 3, 0), (10, 2, 20), (4, 2, 5)]
+    shapes += [(rng.randrange(1, 2 * lanes + 3), rng.randrange(1, 6), rng.randrange(0, 12))
+               for _ in range(20)]
+    for burst in shapes:
+        port = MemoryPort(g, kind, burst)
+        lines, patterns = line_tables(port)
+        offsets = g.line_offsets(*burst)
+        assert [c for _, c, _ in lines] == [len(o) for o in offsets] == port.lines
+        for addr in range(3 * lanes, 4 * lanes):       # the first word in every lane
+            start = addr
+            for n, ((p, count, delta), offs) in enumerate(zip(lines, offsets)):
+                assert start == addr + offs[0]
+                r, row = start % lanes, start // lanes
+                table = patterns[p][r]
+                want = {(addr + o) % lanes: (i, (addr + o) // lanes) for i, o in enumerate(offs)}
+                assert {j for j, (_, used, _) in enumerate(table) if used} == set(want)
+                for j, (i, wrow) in want.items():
+                    assert row + table[j][0] == wrow, (burst, addr, n, j)
+                    if kind == "write":
+                        assert table[j][2] == i
+                    else:
+                        assert table[i][2] == j
+                assert delta == (offsets[n + 1][0] - offs[0] if n + 1 < len(offsets) else 0)
+                start += delta
+
+
+def test_array_bytes_round_trip():
+    a = np.arange(-6, 6, dtype=np.int16).reshape(3, 4)
+    buf = array_to_bytes(a, int16)
+    assert buf[:2] == (-6).to_bytes(2, "little", signed=True) and len(buf) == 24
+    assert (array_from_bytes(buf, (3, 4), int16) == a).all()
+
+
+# -- construction -------------------------------------------------------------------------------
+
+def test_repr_and_ports():
+    m = unused(MemoryModel(config(), 256, b"\x01\x02", read_ports=[(2, 1, 0), (1, 4, 4)],
+                           write_ports=[(8, 1, 0)]))
+    assert repr(m) == (f"MemoryModel({config()!r}, 256, init=<2 bytes>, storage='amaranth', "
+                       f"read_ports=[(2, 1, 0), (1, 4, 4)], write_ports=[(8, 1, 0)], "
+                       f"word_bytes=8, count_bits=16, max_segments=8, counter_bits=48)")
+    assert m.read == [m.read0, m.read1] and m.write == [m.write0]
+    assert m.read1.signature.flip() == MemoryPort(m.geometry, "read", (1, 4, 4))
+    assert m.write0.signature.flip() == MemoryPort(m.geometry, "write", (8, 1, 0))
+    assert m.read0.req.payload.shape() == m.geometry.request_layout
+    assert list(m.geometry.request_layout.members) == ["addr"]
+    assert m.word_latency == m.geometry.latency == 4
+    assert repr(MemoryPort(m.geometry, "read", (1, 4, 4))) == (
+        f"MemoryPort({m.geometry!r}, 'read', (1, 4, 4))")
+    assert not hasattr(m.read0, "data") and not hasattr(m.write0, "resp")
+
+
+def test_for_clients_builds_a_port_per_client_in_order():
+    cfg = config()
+    g = MemoryGeometry.from_config(cfg, 1024)
+    p = TensorPlacement(g, int16, (8, 16), (4, 4))
+    clients = [p.port("write"), MemoryPort(g, "read", (3, 1, 0)), p.port("read"),
+               MemoryPort(g, "write", (5, 2, 9))]
+    m = unused(MemoryModel.for_clients(cfg, 1024, clients, init=b"\x07", counter_bits=40))
+    assert m.geometry == g and m.counter_bits == 40 and "init=<1 bytes>" in repr(m)
+    assert m.read_ports == ((3, 1, 0), (1, 4, 4)) and m.write_ports == ((1, 4, 4), (5, 2, 9))
+    assert [port.signature.flip() for port in m.read + m.write] == [clients[i]
+                                                                     for i in (1, 2, 0, 3)]
+
+
+@pytest.mark.parametrize("make, error, message", [
+    (lambda: MemoryModel(config(latency=2), 64, read_ports=[(1, 1, 0)]), ValueError,
+     "MemoryModel latency must be >= 3 (its pipeline), not 2"),
+    (lambda: MemoryModel(config(channels=3), 64, read_ports=[(1, 1, 0)]), ValueError,
+     "the memory's lanes must be a power of two, not 6 (3 channels x 16 B / 8 B words)"),
+    (lambda: MemoryModel(config(), 64, read_ports=[(1, 1)]), ValueError,
+     "MemoryPort burst must be a tuple (count, rows, stride), not (1, 1)"),
+    (lambda: MemoryModel(config(), 64, write_ports=[(0, 1, 0)]), ValueError,
+     "MemoryPort burst count must be an int >= 1, not 0"),
+    (lambda: MemoryModel(config(), 64, read_ports=[(1, 0, 0)]), ValueError,
+     "MemoryPort burst rows must be an int >= 1, not 0"),
+    (lambda: MemoryModel(config(), 64, read_ports=[(1, 2, -1)]), ValueError,
+     "MemoryPort burst stride must be an int >= 0, not -1"),
+    (lambda: MemoryModel(config(), 64, read_ports=[(1 << 12, 1, 0)], count_bits=12), ValueError,
+     "MemoryPort burst (4096, 1, 0) does not fit count_bits=12"),
+    (lambda: MemoryPort(MemoryGeometry.from_config(config(), 64), "read", [1, 1, 0]), ValueError,
+     "MemoryPort burst must be a tuple (count, rows, stride), not [1, 1, 0]"),
+    (lambda: MemoryPort(MemoryGeometry.from_config(config(), 64), "rw", (1, 1, 0)), ValueError,
+     "MemoryPort kind must be 'read' or 'write', not 'rw'"),
+    (lambda: MemoryModel(config(), 64), ValueError,
+     "a MemoryModel needs at least one read or write port"),
+    (lambda: MemoryModel(config(), 8, bytes(9), read_ports=[(1, 1, 0)]), ValueError,
+     "MemoryModel init holds 9 bytes, more than the memory's 8"),
+    (lambda: MemoryModel(config(), 64, b"\x01", storage="verilog", read_ports=[(1, 1, 0)]),
+     ValueError, "MemoryModel: storage='verilog' starts at zero; fill it through the debug port "
+                 "instead of init"),
+    (lambda: MemoryModel(None, 64), TypeError, "MemoryModel config must be a HardwareConfig, "
+                                               "not None"),
+])
+def test_construction_errors(make, error, message):
+    with pytest.raises(error) as info:
+        make()
+    assert str(info.value) == message
+
+
+# -- behaviour --------------------------------------------------------------------------------
+
+@st.composite
+def memory_case(draw):
+    channels = draw(st.sampled_from([1, 2, 4]))
+    bpc = draw(st.sampled_from([2, 4, 8, 16]))
+    # at most 16 lanes: wider lines cost simulation time, not coverage
+    word = draw(st.sampled_from([w for w in (1, 2, 4, 8) if bpc % w == 0
+                                 and channels * bpc // w <= 16]))
+    latency = draw(st.integers(PIPELINE_LATENCY, PIPELINE_LATENCY + 2))
+    return channels, bpc, word, latency
+
+
+@settings(deadline=None, max_examples=25)
+@given(memory_case(), st.integers(0, 2**16), st.floats(0.3, 1.0), st.floats(0.0, 0.5),
+       st.integers(1, 3), st.integers(0, 2), st.booleans())
+def test_random_bursts_match_a_flat_memory(case, seed, valid_p, stall_p, nr, nw, with_debug):
+    # every client has its own burst shape (count, rows, stride), drawn here; its bursts start at
+    # random addresses anywhere in the memory (reads and writes overlap); every line read must
+    # hold the flat memory as of its grant, with the writes (and debug writes) applied in grant
+    # order
+    channels, bpc, word, latency = case
+    rng = random.Random(seed)
+    size_words = 128
+    init = bytes(rng.randrange(256) for _ in range(size_words * word))
+
+    def shape():
+        count = rng.randrange(1, 2 * L + 3)
+        rows = rng.choice([1, 1, 2, 3, 4])
+        stride = rng.choice([0, count, count + rng.randrange(1, 6), rng.randrange(0, count + 6)])
+        stride = 0 if rows == 1 else min(stride, (size_words // 2 - count) // (rows - 1))
+        return count, rows, stride
+    L = channels * bpc // word
+    reads_shape = [shape() for _ in range(nr)]
+    writes_shape = [shape() for _ in range(nw)]
+    model = MemoryModel(config(channels, bpc, latency), size_words * word, init,
+                        read_ports=reads_shape, write_ports=writes_shape, word_bytes=word)
+    g = model.geometry
+    assert g.lanes == L
+
+    def addrs(burst, k):
+        span = (burst[1] - 1) * burst[2] + burst[0]
+        return [rng.randrange(0, size_words - span + 1) for _ in range(k)]
+    reads = [addrs(b, rng.randrange(1, 4)) for b in reads_shape]
+    writes = [[(a, [rng.randrange(1 << g.word_bits) for _ in range(b[0] * b[1])])
+               for a in addrs(b, rng.randrange(0, 3))] for b in writes_shape]
+    debug = {}
+    if with_debug:
+        for t in rng.sample(range(40), 8):
+            debug[t] = (rng.choice("rw"), rng.randrange(size_words), rng.randrange(1 << g.word_bits))
+    trace = drive(model, reads, writes, valid_p=valid_p, stall_p=stall_p, debug=debug, seed=seed)
+    check_timing(model, trace, reads, writes)
+    flat = words_of(init, g)
+    replay(model, trace, reads, writes, debug, flat)
+    assert words_of(trace.memory, g)[:size_words] == flat
+    assert trace.bytes_read == sum(len(r) * b[0] * b[1] for r, b in zip(reads, reads_shape)) * word
+    assert trace.bytes_written == sum(len(b[1]) for w in writes for b in w) * word
+
+
 @pytest.mark.parametrize("count, rows, stride", [(1, 4, 4), (1, 4, 2), (2, 3, 3), (3, 3, 8),
-                                                 (20, 2, 40), (1, 12, 1), (4, 2, 5)])
+                                                 (20, 2, 40), (1, 12, 1), (4, 2, 5), (2, 3, 0)])
 def test_strided_bursts_take_one_line_per_cycle(count, rows, stride):
     init = bytes(range(256)) * 8
-    model = MemoryModel(config(4, 16, 2), 2048, init)
+    model = MemoryModel(config(4, 16, 3), 2048, init, read_ports=[(count, rows, stride)])
     g = model.geometry
-    res = drive(model, [[(3, count, rows, stride)]])
+    trace = drive(model, [[3]])
     counts = g.burst_lines(count, rows, stride)
-    assert [n for n, _, _ in res["lines"][0]] == counts
-    assert res["cycles"] == 1 + g.latency + len(counts)          # one line per cycle
+    assert [n for _, n, _, _ in trace.lines[0]] == counts
+    # accepted in cycle 0, lines granted from cycle 2 on, one per cycle
+    assert trace.accepted["read", 0] == [0]
+    assert trace.response_cycles() == [2 + 3 + i for i in range(len(counts))]
+    assert [last for _, _, last, _ in trace.lines[0]] == [0] * (len(counts) - 1) + [1]
     flat = words_of(init, g)
-    assert [w for _, _, ws in res["lines"][0] for w in ws] == burst_words(flat, 3, count, rows,
-                                                                           stride)
+    assert [w for *_, ws in trace.lines[0] for w in ws] == burst_words(flat, 3, count, rows,
+                                                                        stride)
 
 
-@pytest.mark.parametrize("latency", [0, 1, 4])
+@pytest.mark.parametrize("latency", [3, 4, 7])
 def test_latency_and_peak_bandwidth(latency):
-    model = MemoryModel(config(4, 16, latency), 2048, bytes(range(256)) * 8, read_ports=1,
-                        write_ports=1)
+    model = MemoryModel(config(4, 16, latency), 2048, bytes(range(256)) * 8,
+                        read_ports=[(64, 1, 0)], write_ports=[(8, 1, 0)])
     g = model.geometry
-    res = drive(model, [[(3, 8 * g.lanes)]])
-    lines = res["lines"][0]
-    # accepted in cycle 0, first line granted in cycle 1, data `latency` cycles later
-    assert res["first"][0] == 1 + latency
-    assert [n for n, _, _ in lines] == [g.lanes] * 8           # a full line (64 B) per cycle
-    assert res["cycles"] == 1 + latency + 8                     # back to back, no bubble
-    assert res["bytes_read"] == 8 * g.line_bytes
+    assert g.lanes == 8
+    trace = drive(model, [[3]])
+    # accepted in cycle 0, first line granted in cycle 2, its data `latency` cycles later; then a
+    # full line (64 B) every cycle, no bubble
+    assert trace.accepted["read", 0] == [0]
+    assert trace.response_cycles() == [2 + latency + i for i in range(8)]
+    assert [n for _, n, _, _ in trace.lines[0]] == [8] * 8
+    assert trace.bytes_read == 8 * g.line_bytes == 512 and trace.bytes_written == 0
+
+
+@pytest.mark.parametrize("burst", [(1, 1, 0), (8, 1, 0), (1, 4, 2), (17, 1, 0), (1, 4, 4)])
+def test_back_to_back_bursts_from_one_client(burst):
+    model = MemoryModel(config(4, 16, 3), 2048, bytes(range(256)) * 8, read_ports=[burst],
+                        write_ports=[burst])
+    g = model.geometry
+    n = g.lines(*burst)
+    words = burst[0] * burst[1]
+    trace = drive(model, [[5 * k for k in range(6)]],
+                  [[(100 + 5 * k, list(range(k, k + words))) for k in range(6)]])
+    # both clients' lines alternate from cycle 2 (read 0 first); a client's next burst follows
+    # its last line without a bubble
+    assert trace.response_cycles() == [2 + 2 * i + 3 for i in range(6 * n)]
+    assert trace.taken[0] == [3 + 2 * i for i in range(6 * n)]
+    flat = words_of(bytes(range(256)) * 8, g)
+    replay(model, trace, [[5 * k for k in range(6)]],
+           [[(100 + 5 * k, list(range(k, k + words))) for k in range(6)]], {}, flat)
+    assert words_of(trace.memory, g) == flat
+
+
+@pytest.mark.parametrize("kind", ["read", "write"])
+def test_one_line_bursts_stream_at_one_per_cycle(kind):
+    # a single client issuing a one-line burst every cycle: a line every cycle, from cycle 2
+    init = bytes(range(256)) * 4
+    model = MemoryModel(config(2, 8, 5), 1024, init, **{f"{kind}_ports": [(2, 1, 0)]})
+    flat = words_of(init, model.geometry)
+    addrs = [3 * k for k in range(10)]
+    if kind == "read":
+        reads, writes = [addrs], []
+        trace = drive(model, reads)
+        assert trace.response_cycles() == [2 + 5 + i for i in range(10)]
+    else:
+        reads, writes = [], [[(a, [1000 + a, 2000 + a]) for a in addrs]]
+        trace = drive(model, reads, writes)
+        assert trace.taken[0] == [2 + i for i in range(10)]
+    # req.ready stays high: a request accepted every cycle
+    assert trace.accepted[kind, 0] == list(range(10))
+    replay(model, trace, reads, writes, {}, flat)
+    assert words_of(trace.memory, model.geometry) == flat
 
 
 def test_round_robin_shares_lines_fairly():
-    model = MemoryModel(config(2, 8, 2), 1024, read_ports=2, write_ports=1)
+    model = MemoryModel(config(2, 8, 3), 1024, read_ports=[(4, 1, 0), (8, 1, 0)],
+                        write_ports=[(6, 1, 0)])
     g = model.geometry
-    words = [[7] * (4 * g.lanes)]
-    res = drive(model, [[(0, 4 * g.lanes)], [(16, 4 * g.lanes)]], [[(64, words[0])]])
-    # three clients with a burst of four lines each, accepted in cycle 0: the grants rotate
-    # read 0, read 1, write, read 0, ... from cycle 1 on, one line per cycle
-    assert [i for i, c in enumerate(res["grants"]) if c == 2] == [3, 6, 9, 12]
-    assert res["first"] == [1 + g.latency, 2 + g.latency]
-    assert [n for n, _, _ in res["lines"][0]] == [g.lanes] * 4
-    assert res["bytes_read"] == 2 * res["bytes_written"] == 8 * g.lanes * g.word_bytes
+    assert g.lanes == 2                 # bursts of 2, 4 and 3 lines
+    trace = drive(model, [[0], [16]], [[(64, [7] * 6)]])
+    # three clients, a burst each accepted in cycle 0: from cycle 2 the grants rotate read 0,
+    # read 1, write, ...; a client that has no line left drops out of the rotation
+    grants = trace.grants(g.latency)
+    order = ["r0", "r1", "w", "r0", "r1", "w", "r1", "w", "r1"]
+    assert [f"{k[0]}{c}".replace("w0", "w") for _, (k, c) in sorted(grants.items())] == order
+    assert sorted(grants) == list(range(2, 11))
+    assert trace.response_cycles(0) == [2 + 3, 5 + 3]
+    assert trace.response_cycles(1) == [3 + 3, 6 + 3, 8 + 3, 10 + 3]
+    assert trace.taken[0] == [4, 7, 9]
+    assert trace.bytes_read == 12 * g.word_bytes and trace.bytes_written == 6 * g.word_bytes
+
+
+def test_round_robin_is_fair_under_contention():
+    # four clients that always have a line ready each get every fourth grant
+    model = MemoryModel(config(2, 8, 3), 4096, read_ports=[(8, 4, 8)] * 3,
+                        write_ports=[(8, 4, 8)])
+    n = model.geometry.lines(8, 4, 8)
+    assert n == 16                      # 2 lanes: each 8-word row in 4 lines
+    trace = drive(model, [[0, 64]] * 3, [[(256, list(range(32)))] * 2])
+    grants = trace.grants(3)
+    assert sorted(grants) == list(range(2, 2 + 4 * 2 * n))
+    who = [grants[t] for t in sorted(grants)]
+    assert who == [("read", 0), ("read", 1), ("read", 2), ("write", 0)] * (2 * n)
 
 
 def test_stall_blocks_every_grant():
-    model = MemoryModel(config(1, 4, 1), 256, read_ports=1, write_ports=0)
-    res = drive(model, [[(0, 4)]], stall_p=0.0)
-    fast = res["cycles"]
-    res = drive(model, [[(0, 4)]], stall_p=0.6, seed=3)
-    assert res["cycles"] > fast and len(res["lines"][0]) == 4
-
-
-@pytest.mark.parametrize("latency", [0, 2])
-def test_debug_port_and_init(latency):
-    init = bytes(range(1, 65))
-    model = MemoryModel(config(2, 8, latency), 128, init, read_ports=1, write_ports=1)
+    model = MemoryModel(config(2, 8, 3), 1024, bytes(range(256)), read_ports=[(8, 1, 0)])
     g = model.geometry
-    res = drive(model, [[(2, 3)]], debug=[("r", 1, 0), ("w", 2, 0xDEADBEEF), ("w", 9, 5),
-                                          ("r", 2, 0), ("r", 9, 0)])
-    w1 = int.from_bytes(init[8:16], "little")
-    assert res["debug"] == [(w1, w1), (0xDEADBEEF, 0xDEADBEEF), (5, 5)]
-    # a client read sees the debug write; debug accesses are not counted as traffic
-    assert res["lines"][0] == [(2, 0, [0xDEADBEEF, int.from_bytes(init[24:32], "little")]),
-                               (1, 1, [int.from_bytes(init[32:40], "little")])]
-    assert res["bytes_read"] == 3 * g.word_bytes and res["bytes_written"] == 0
+    trace = drive(model, [[0]], stall=[2, 3, 5, 9])
+    # the four lines would be granted in cycles 2..5; stalls in 2, 3 and 5 push them to 4, 6, 7, 8
+    assert trace.response_cycles() == [4 + 3, 6 + 3, 7 + 3, 8 + 3]
+    assert [w for *_, ws in trace.lines[0] for w in ws] == words_of(bytes(range(64)), g)
+    fast = drive(model, [[0]], stall_p=0.0).response_cycles()[-1]
+    trace = drive(model, [[0]], stall_p=0.6, seed=3)
+    assert trace.response_cycles()[-1] > fast and len(trace.lines[0]) == 4
+    check_timing(model, trace, [[0]], [])
+
+
+@pytest.mark.parametrize("latency", [3, 6])
+def test_debug_port_latency_and_priority(latency):
+    init = bytes(range(1, 129))
+    model = MemoryModel(config(2, 8, latency), 128, init, read_ports=[(3, 1, 0)],
+                        write_ports=[(2, 1, 0)])
+    g = model.geometry
+    w = words_of(init, g)
+    # reads in cycles 10, 11, 12 (pipelined), a write in 13 read back in 14, a read of a word the
+    # client writes (granted in cycle 2), accesses in 2 and 3 that hold the client reads off
+    debug = {2: ("w", 2, 0xDEADBEEF), 3: ("r", 1, 0), 5: ("r", 5, 0),
+             10: ("r", 1, 0), 11: ("r", 3, 0), 12: ("r", 7, 0), 13: ("w", 9, 5), 14: ("r", 9, 0),
+             15: ("r", 12, 0)}
+    trace = drive(model, [[1]], [[(12, [0x1111, 0x2222])]], debug=debug)
+    assert trace.rvalid == [(3 + latency, w[1]), (5 + latency, w[5]), (10 + latency, w[1]),
+                            (11 + latency, w[3]), (12 + latency, w[7]), (14 + latency, 5),
+                            (15 + latency, 0x1111)]
+    # both clients have a line from cycle 2; the debug accesses in cycles 2, 3 and 5 hold them
+    # off: read 0 (first in the rotation) in cycle 4, the write in 6, read 0's second line in 7
+    grants = trace.grants(latency)
+    assert sorted(grants.items()) == [(4, ("read", 0)), (6, ("write", 0)), (7, ("read", 0))]
+    # the client read after the debug write in cycle 2 sees it; debug accesses are not counted
+    assert [ws for *_, ws in trace.lines[0]] == [[w[1], 0xDEADBEEF], [w[3]]]
+    assert trace.bytes_read == 3 * g.word_bytes and trace.bytes_written == 2 * g.word_bytes
 
 
 def test_backdoor_write_then_client_read():
-    model = MemoryModel(config(), 512)
-    got = {}
+    model = MemoryModel(config(), 512, read_ports=[(2, 1, 0)])
+    got = []
 
     async def bench(ctx):
         backdoor_write(ctx, model, 5, bytes(range(24)))
         assert backdoor_read(ctx, model, 5, 3) == bytes(range(24))
-        port = model.read[0]
+        port = model.read0
         ctx.set(port.req.valid, 1)
         ctx.set(port.req.payload.addr, 6)
-        ctx.set(port.req.payload.count, 1)
         await ctx.tick()
         ctx.set(port.req.valid, 0)
-        for _ in range(10):
+        for cycle in range(1, 12):
             if ctx.get(port.resp.valid):
-                got["word"] = ctx.get(port.resp.data)[0]
+                got.append((cycle, list(ctx.get(port.resp.data))[:ctx.get(port.resp.count)]))
             await ctx.tick()
 
     sim = Simulator(model)
     sim.add_clock(1e-8)
     sim.add_testbench(bench)
     sim.run()
-    assert got["word"] == int.from_bytes(bytes(range(8, 16)), "little")
-    with pytest.raises(ValueError, match="leaves the memory"):
+    assert got == [(2 + 4, [int.from_bytes(bytes(range(8, 16)), "little"),
+                            int.from_bytes(bytes(range(16, 24)), "little")])]
+    with pytest.raises(ValueError, match="a back-door read of 8 words at 60 leaves the memory"):
         backdoor_read(None, model, 60, 8)
+    with pytest.raises(ValueError, match="a back-door write of 1 words at 64 leaves the memory"):
+        backdoor_write(None, model, 64, bytes(8))
 
 
 def test_verilog_has_no_variable_shift():
     # word selects are case statements, not `{...} >> index`: Verilator turns such a shift of a
     # concatenation into a wide variable shift (VL_SHIFTR_WWI) on every cycle (docs/toolchain.md)
-    from stepforge.sim import verilator as vl
-    model = MemoryModel(HardwareConfig.sim(), 4096 * 16, storage="verilog", read_ports=2,
-                        write_ports=2, word_bytes=4)
+    model = MemoryModel(HardwareConfig.sim(), 4096 * 16, storage="verilog",
+                        read_ports=[(1, 4, 5), (16, 1, 0)], write_ports=[(3, 2, 7), (4, 4, 4)],
+                        word_bytes=4)
     assert model.geometry.lanes == 16
     verilog = vl.convert(model, name="memory")
     shifts = [line.strip() for line in verilog.splitlines() if ">>" in line]
