@@ -150,7 +150,7 @@ class HardwareConfig:
             raise ValueError(f"the iCE40 UP5K preset supports int8 and int16 tiles, not {dtype!r}")
         return cls(tile_rows=2, tile_cols=2, dtype=dtype, acc_dtype=int32,
                    pcu_lanes=2, pcu_multipliers=8, fifo_depth=2,
-                   mem_channels=4, mem_bytes_per_channel=2, mem_latency=3,
+                   mem_channels=4, mem_bytes_per_channel=2, mem_latency=4,
                    clock_hz=12_000_000)
 
     @classmethod
@@ -166,5 +166,5 @@ class HardwareConfig:
         """
         return cls(tile_rows=4, tile_cols=4, dtype=int16, acc_dtype=int32,
                    pcu_lanes=4, pcu_multipliers=16, fifo_depth=2,
-                   mem_channels=2, mem_bytes_per_channel=8, mem_latency=3,
+                   mem_channels=2, mem_bytes_per_channel=8, mem_latency=4,
                    clock_hz=50_000_000)

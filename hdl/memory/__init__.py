@@ -45,10 +45,11 @@ Every stage is registered, so no path runs from a client through the arbiter to 
    port's burst shape and one adder per lane: no multiplier and no division in any address path.
 2. **Grant** (:class:`~stepforge.hdl.memory.arbiter.RoundRobin`): one line per cycle, round robin
    over the clients with a line ready (and, for a writer, its data), into the stage-S register.
-3. **Storage**: the lanes read or write their rows; block RAM reads are registered.
+3. **Storage**: the lanes read or write their rows; a read is registered in the block RAM and
+   once more after the multiplexer of a lane's block RAMs (two cycles).
 4. **Gather**: each response word selects its lane, into the response register.
 
-``mem_latency`` (at least :data:`PIPELINE_LATENCY` = 3) is the cycles from grant to response;
+``mem_latency`` (at least :data:`PIPELINE_LATENCY` = 4) is the cycles from grant to response;
 a larger value adds register stages after the gather (a DRAM-like latency for simulation).
 ``stall`` blocks every grant in a cycle (tests drive it at random to model contention).
 

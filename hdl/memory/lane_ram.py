@@ -6,7 +6,10 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
-__all__ = ["LaneRAM", "lane_ram_verilog", "LANE_RAM_MODULE"]
+__all__ = ["LaneRAM", "lane_ram_verilog", "LANE_RAM_MODULE", "LANE_RAM_LATENCY"]
+
+#: Cycles from a lane's address to its word on ``rdata``.
+LANE_RAM_LATENCY = 2
 
 #: Name of the Verilog module of :func:`lane_ram_verilog`.
 LANE_RAM_MODULE = "stepforge_lane_ram"
@@ -16,7 +19,10 @@ def lane_ram_verilog(zero_init=True):
     """The Verilog of the storage of one lane for ``storage="verilog"``.
 
     A single-port RAM with a registered read that keeps its value in a cycle that writes
-    ("no change": the memory never uses a lane's read in the cycle it writes that lane). Yosys
+    ("no change": the memory never uses a lane's read in the cycle it writes that lane), and one
+    more register after it: a deep lane is several block RAMs whose outputs are multiplexed
+    (eight ``DP16KD`` for 4,096 rows of 32 bits), and a block RAM's output without its own
+    register is slow (5.6 ns on ECP5 speed 6), so the multiplexer ends in a flip-flop. Yosys
     maps it to block RAM (``DP16KD``, ``SB_RAM40_4K``) and, 16 bits wide and without initial
     contents, to iCE40 ``SB_SPRAM256KA``, whose read port behaves that way.
 
@@ -31,23 +37,27 @@ def lane_ram_verilog(zero_init=True):
   initial begin
     for (i = 0; i < DEPTH; i = i + 1) mem[i] = {WIDTH{1'b0}};
     rdata_q = {WIDTH{1'b0}};
+    rdata_qq = {WIDTH{1'b0}};
   end""" if zero_init else ""
     return f"""
 module {LANE_RAM_MODULE} #(parameter WIDTH = 64, parameter DEPTH = 16, parameter AW = 4) (
   input clk, input [AW-1:0] addr, input [WIDTH-1:0] wdata, input we, output [WIDTH-1:0] rdata);
   reg [WIDTH-1:0] mem [0:DEPTH-1];
-  reg [WIDTH-1:0] rdata_q;{init}
+  reg [WIDTH-1:0] rdata_q;
+  reg [WIDTH-1:0] rdata_qq;{init}
   always @(posedge clk) begin
     if (we) mem[addr] <= wdata;
     else rdata_q <= mem[addr];
+    rdata_qq <= rdata_q;
   end
-  assign rdata = rdata_q;
+  assign rdata = rdata_qq;
 endmodule
 """
 
 
 class LaneRAM(wiring.Component):
-    """The storage of one memory lane: ``depth`` words, one access per cycle.
+    """The storage of one memory lane: ``depth`` words, one access per cycle, read in
+    :data:`LANE_RAM_LATENCY` cycles.
 
     Parameters
     ----------
@@ -64,7 +74,7 @@ class LaneRAM(wiring.Component):
     we : ``In(1)``
     wdata : ``In(width)``
     rdata : ``Out(width)``
-        The row addressed in the previous cycle if that cycle did not write; else unchanged.
+        The row addressed two cycles earlier, if that cycle did not write (else the word before).
     """
 
     def __init__(self, data, storage):
@@ -93,5 +103,6 @@ class LaneRAM(wiring.Component):
         wr = mem.write_port()
         rd = mem.read_port(domain="sync")
         m.d.comb += [wr.addr.eq(self.addr), wr.data.eq(self.wdata), wr.en.eq(self.we),
-                     rd.addr.eq(self.addr), rd.en.eq(~self.we), self.rdata.eq(rd.data)]
+                     rd.addr.eq(self.addr), rd.en.eq(~self.we)]
+        m.d.sync += self.rdata.eq(rd.data)
         return m

@@ -1,21 +1,21 @@
 """The memory: banked lanes behind a pipelined arbiter, one line per cycle (package doc)."""
 
-from amaranth.hdl import Array, Cat, Const, MemoryData, Module, Mux, Signal, unsigned
+from amaranth.hdl import Array, MemoryData, Module, Mux, Signal, Value, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..config import HardwareConfig
 from .arbiter import RoundRobin
 from .geometry import MemoryGeometry, check_count, index_shape, quiet_on_error
-from .lane_ram import LaneRAM
+from .lane_ram import LANE_RAM_LATENCY, LaneRAM
 from .lines import LineGenerator, LineLayout
 from .port import DebugSignature, MemoryPort, ResponseSignature
 
 __all__ = ["MemoryModel", "PIPELINE_LATENCY"]
 
 #: Cycles from a line's grant to its data on ``resp`` without added delay: the granted line's
-#: register, the block RAM's registered read, the gathered line's register.
-PIPELINE_LATENCY = 3
+#: register, the lane RAM's read (:data:`LANE_RAM_LATENCY`), the gathered line's register.
+PIPELINE_LATENCY = 2 + LANE_RAM_LATENCY
 
 
 def _pick(values, index):
@@ -224,16 +224,18 @@ class MemoryModel(wiring.Component):
             m.d.sync += self.bytes_written.eq(self.bytes_written + moved)
 
         # -- stage M: the lanes' words arrive; gather the response line --------------------------
-        m_valid = Signal(name="m_valid")
-        m_client = Signal(index_shape(n), name="m_client")
-        m_count = Signal(range(L + 1), name="m_count")
-        m_last = Signal(name="m_last")
-        m_sel = Signal(line_layout.members["sel"], name="m_sel")
-        m_dbg_re = Signal(name="m_word_re")
-        m_dbg_lane = Signal(index_shape(L), name="m_word_lane")
-        m.d.sync += [m_valid.eq(s_valid & ~s_write), m_client.eq(s_client),
-                     m_count.eq(s_line.count), m_last.eq(s_line.last), m_sel.eq(s_line.sel),
-                     m_dbg_re.eq(s_dbg_re), m_dbg_lane.eq(s_dbg_lane)]
+        # the granted line's description follows its words through the lane RAMs
+        meta = {"valid": s_valid & ~s_write, "client": s_client, "count": s_line.count,
+                "last": s_line.last, "sel": s_line.sel, "word_re": s_dbg_re,
+                "word_lane": s_dbg_lane}
+        for k in range(LANE_RAM_LATENCY):
+            nxt = {name: Signal(Value.cast(v).shape() if name != "sel" else
+                                line_layout.members["sel"], name=f"m{k}_{name}")
+                   for name, v in meta.items()}
+            m.d.sync += [nxt[name].eq(v) for name, v in meta.items()]
+            meta = nxt
+        m_valid, m_client, m_count, m_last = (meta[k] for k in ("valid", "client", "count", "last"))
+        m_sel, m_dbg_re, m_dbg_lane = meta["sel"], meta["word_re"], meta["word_lane"]
         gathered = Signal(g.line_layout, name="m_line")
         m.d.comb += [gathered[i].eq(Mux(i < m_count, _pick(rdata, m_sel[i]), 0))
                      for i in range(L)]
