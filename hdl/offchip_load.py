@@ -17,7 +17,8 @@ Both units have the same back end, a *tile fetcher*:
 
 The memory never waits for a client, so a slot is reserved before its burst is issued; the
 buffer is therefore also the unit's latency cover. A tile holds its slot for about
-``mem_latency + 3 + lines`` cycles, so the default ``buffer_tiles = mem_latency + 4`` sustains the
+``mem_latency + 4 + lines`` cycles (the memory grants a burst's first line two cycles after it
+accepts the request), so the default ``buffer_tiles = mem_latency + 5`` sustains the
 memory's rate: ``len(placement.tile_lines)`` cycles per tile (one line per cycle; lines pack as
 many tile rows as the lanes take without bank conflicts), and at most one tile per cycle at the
 output. The unit's on-chip storage is ``buffer_tiles x bytes(tile)`` (:attr:`onchip_bytes`; the
@@ -44,7 +45,7 @@ def _check_placement(placement, unit):
 
 def _default_buffer(placement, buffer_tiles, unit):
     if buffer_tiles is None:
-        return placement.geometry.latency + 4
+        return placement.geometry.latency + 5
     if isinstance(buffer_tiles, bool) or not isinstance(buffer_tiles, int) or buffer_tiles < 1:
         raise ValueError(f"{unit}: buffer_tiles must be an int >= 1, not {buffer_tiles!r}")
     return buffer_tiles
@@ -249,7 +250,7 @@ class LinearLoadUnit(wiring.Component):
     row_bound : int or Mapping, optional
         For a reference of dynamic tiles (:func:`~stepforge.hdl.beat.element_layout`).
     buffer_tiles : int, optional
-        Slots of the tile buffer (default ``mem_latency + 4``).
+        Slots of the tile buffer (default ``mem_latency + 5``).
 
     Members
     -------
@@ -374,7 +375,7 @@ class RandomLoadUnit(wiring.Component):
     addr_rank : int
         Rank of the address stream (and of the output).
     buffer_tiles : int, optional
-        Slots of the tile buffer (default ``mem_latency + 4``).
+        Slots of the tile buffer (default ``mem_latency + 5``).
 
     Members
     -------

@@ -114,7 +114,8 @@ def simulate_with_memory(units, memory, inputs, outputs, *, stall_p=0.0, stall_s
     -------
     SimRun
         ``inspected`` is a dict with ``bytes_read``, ``bytes_written`` and (with ``read_back``)
-        ``memory``: the contents as bytes from address 0.
+        ``memory``: the contents as bytes from address 0, all read ``mem_latency`` cycles after
+        the run's end (every line granted by then has reached the storage and the counters).
     """
     bench = MemoryBench(units, memory, stall_p=stall_p, seed=stall_seed)
     if "wait_for" not in kwargs and bench.has_done:
@@ -124,6 +125,10 @@ def simulate_with_memory(units, memory, inputs, outputs, *, stall_p=0.0, stall_s
         kwargs["wait_for"] = bench.done
 
     async def inspect(ctx):
+        # a write line reaches the storage the cycle after its grant (the memory's stage S), so
+        # a unit's `done` may rise before its last write is in storage: let the pipeline drain
+        for _ in range(memory.geometry.latency):
+            await ctx.tick()
         out = {"bytes_read": int(ctx.get(memory.bytes_read)),
                "bytes_written": int(ctx.get(memory.bytes_written))}
         if read_back:

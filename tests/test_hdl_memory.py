@@ -25,6 +25,8 @@ from stepforge.sim import verilator as vl
 
 #: Cycles from a request's acceptance to its first line's grant (the queue, the line register).
 GRANT_DELAY = 2
+#: The shortest latency, the pipeline's own (grant to response).
+LAT = PIPELINE_LATENCY
 
 
 def config(channels=4, bpc=16, latency=4, **kw):
@@ -258,11 +260,12 @@ def test_geometry_of_the_presets():
     # 4 channels x 16 B, 4x4 int16 tiles (8-byte rows): 8-byte words, 8 lanes, 64 B per cycle
     assert (g.word_bytes, g.lanes, g.line_bytes, g.size_words, g.rows) == (8, 8, 64, 512, 64)
     assert (g.addr_bits, g.lane_bits, g.latency, g.lines(17)) == (9, 3, 4, 3)
-    # iCE40 UP5K: 4 channels x 2 B of 2-byte words (2x2 int16 tiles), latency 3
+    # iCE40 UP5K: 4 channels x 2 B of 2-byte words (2x2 int16 tiles); the presets' latency is
+    # the pipeline's own
     g = MemoryGeometry.from_config(HardwareConfig.ice40_up5k(), 1000)
-    assert (g.word_bytes, g.lanes, g.line_bytes, g.size_words, g.latency) == (2, 4, 8, 500, 3)
+    assert (g.word_bytes, g.lanes, g.line_bytes, g.size_words, g.latency) == (2, 4, 8, 500, LAT)
     g = MemoryGeometry.from_config(HardwareConfig.ecp5_85f(), 1024)
-    assert (g.word_bytes, g.lanes, g.line_bytes, g.latency) == (8, 2, 16, 3)
+    assert (g.word_bytes, g.lanes, g.line_bytes, g.latency) == (8, 2, 16, LAT)
     with pytest.raises(ValueError, match="does not divide"):
         MemoryGeometry.from_config(HardwareConfig.sim(), 1024, word_bytes=3)
     with pytest.raises(ValueError, match="whole number"):
@@ -315,7 +318,7 @@ def test_line_tables_agree_with_line_offsets(lanes, kind):
     # the generator's constant tables, applied to a first word in every lane, move exactly the
     # words of MemoryGeometry.line_offsets: lane j of a line holds word addr + offset, at row
     # (addr + offset) // lanes; `sel` routes word i to lane j (write) / lane j to word i (read)
-    g = MemoryGeometry(word_bytes=4, channels=lanes, bytes_per_channel=4, latency=3,
+    g = MemoryGeometry(word_bytes=4, channels=lanes, bytes_per_channel=4, latency=LAT,
                        size_words=4096)
     rng = random.Random(lanes)
     shapes = [(1, 1, 0), (lanes, 1, 0), (3 * lanes + 1, 1, 0), (1, 4, 4), (2, 3, 3), (1, 12, 1),
@@ -385,8 +388,8 @@ def test_for_clients_builds_a_port_per_client_in_order():
 
 
 @pytest.mark.parametrize("make, error, message", [
-    (lambda: MemoryModel(config(latency=2), 64, read_ports=[(1, 1, 0)]), ValueError,
-     "MemoryModel latency must be >= 3 (its pipeline), not 2"),
+    (lambda: MemoryModel(config(latency=LAT - 1), 64, read_ports=[(1, 1, 0)]), ValueError,
+     f"MemoryModel latency must be >= {LAT} (its pipeline), not {LAT - 1}"),
     (lambda: MemoryModel(config(channels=3), 64, read_ports=[(1, 1, 0)]), ValueError,
      "the memory's lanes must be a power of two, not 6 (3 channels x 16 B / 8 B words)"),
     (lambda: MemoryModel(config(), 64, read_ports=[(1, 1)]), ValueError,
@@ -482,21 +485,21 @@ def test_random_bursts_match_a_flat_memory(case, seed, valid_p, stall_p, nr, nw,
                                                  (20, 2, 40), (1, 12, 1), (4, 2, 5), (2, 3, 0)])
 def test_strided_bursts_take_one_line_per_cycle(count, rows, stride):
     init = bytes(range(256)) * 8
-    model = MemoryModel(config(4, 16, 3), 2048, init, read_ports=[(count, rows, stride)])
+    model = MemoryModel(config(4, 16, LAT), 2048, init, read_ports=[(count, rows, stride)])
     g = model.geometry
     trace = drive(model, [[3]])
     counts = g.burst_lines(count, rows, stride)
     assert [n for _, n, _, _ in trace.lines[0]] == counts
     # accepted in cycle 0, lines granted from cycle 2 on, one per cycle
     assert trace.accepted["read", 0] == [0]
-    assert trace.response_cycles() == [2 + 3 + i for i in range(len(counts))]
+    assert trace.response_cycles() == [2 + LAT + i for i in range(len(counts))]
     assert [last for _, _, last, _ in trace.lines[0]] == [0] * (len(counts) - 1) + [1]
     flat = words_of(init, g)
     assert [w for *_, ws in trace.lines[0] for w in ws] == burst_words(flat, 3, count, rows,
                                                                         stride)
 
 
-@pytest.mark.parametrize("latency", [3, 4, 7])
+@pytest.mark.parametrize("latency", [LAT, LAT + 1, LAT + 4])
 def test_latency_and_peak_bandwidth(latency):
     model = MemoryModel(config(4, 16, latency), 2048, bytes(range(256)) * 8,
                         read_ports=[(64, 1, 0)], write_ports=[(8, 1, 0)])
@@ -513,7 +516,7 @@ def test_latency_and_peak_bandwidth(latency):
 
 @pytest.mark.parametrize("burst", [(1, 1, 0), (8, 1, 0), (1, 4, 2), (17, 1, 0), (1, 4, 4)])
 def test_back_to_back_bursts_from_one_client(burst):
-    model = MemoryModel(config(4, 16, 3), 2048, bytes(range(256)) * 8, read_ports=[burst],
+    model = MemoryModel(config(4, 16, LAT), 2048, bytes(range(256)) * 8, read_ports=[burst],
                         write_ports=[burst])
     g = model.geometry
     n = g.lines(*burst)
@@ -522,7 +525,7 @@ def test_back_to_back_bursts_from_one_client(burst):
                   [[(100 + 5 * k, list(range(k, k + words))) for k in range(6)]])
     # both clients' lines alternate from cycle 2 (read 0 first); a client's next burst follows
     # its last line without a bubble
-    assert trace.response_cycles() == [2 + 2 * i + 3 for i in range(6 * n)]
+    assert trace.response_cycles() == [2 + 2 * i + LAT for i in range(6 * n)]
     assert trace.taken[0] == [3 + 2 * i for i in range(6 * n)]
     flat = words_of(bytes(range(256)) * 8, g)
     replay(model, trace, [[5 * k for k in range(6)]],
@@ -534,13 +537,13 @@ def test_back_to_back_bursts_from_one_client(burst):
 def test_one_line_bursts_stream_at_one_per_cycle(kind):
     # a single client issuing a one-line burst every cycle: a line every cycle, from cycle 2
     init = bytes(range(256)) * 4
-    model = MemoryModel(config(2, 8, 5), 1024, init, **{f"{kind}_ports": [(2, 1, 0)]})
+    model = MemoryModel(config(2, 8, LAT + 2), 1024, init, **{f"{kind}_ports": [(2, 1, 0)]})
     flat = words_of(init, model.geometry)
     addrs = [3 * k for k in range(10)]
     if kind == "read":
         reads, writes = [addrs], []
         trace = drive(model, reads)
-        assert trace.response_cycles() == [2 + 5 + i for i in range(10)]
+        assert trace.response_cycles() == [2 + LAT + 2 + i for i in range(10)]
     else:
         reads, writes = [], [[(a, [1000 + a, 2000 + a]) for a in addrs]]
         trace = drive(model, reads, writes)
@@ -552,7 +555,7 @@ def test_one_line_bursts_stream_at_one_per_cycle(kind):
 
 
 def test_round_robin_shares_lines_fairly():
-    model = MemoryModel(config(2, 8, 3), 1024, read_ports=[(4, 1, 0), (8, 1, 0)],
+    model = MemoryModel(config(2, 8, LAT), 1024, read_ports=[(4, 1, 0), (8, 1, 0)],
                         write_ports=[(6, 1, 0)])
     g = model.geometry
     assert g.lanes == 2                 # bursts of 2, 4 and 3 lines
@@ -563,31 +566,31 @@ def test_round_robin_shares_lines_fairly():
     order = ["r0", "r1", "w", "r0", "r1", "w", "r1", "w", "r1"]
     assert [f"{k[0]}{c}".replace("w0", "w") for _, (k, c) in sorted(grants.items())] == order
     assert sorted(grants) == list(range(2, 11))
-    assert trace.response_cycles(0) == [2 + 3, 5 + 3]
-    assert trace.response_cycles(1) == [3 + 3, 6 + 3, 8 + 3, 10 + 3]
+    assert trace.response_cycles(0) == [2 + LAT, 5 + LAT]
+    assert trace.response_cycles(1) == [3 + LAT, 6 + LAT, 8 + LAT, 10 + LAT]
     assert trace.taken[0] == [4, 7, 9]
     assert trace.bytes_read == 12 * g.word_bytes and trace.bytes_written == 6 * g.word_bytes
 
 
 def test_round_robin_is_fair_under_contention():
     # four clients that always have a line ready each get every fourth grant
-    model = MemoryModel(config(2, 8, 3), 4096, read_ports=[(8, 4, 8)] * 3,
+    model = MemoryModel(config(2, 8, LAT), 4096, read_ports=[(8, 4, 8)] * 3,
                         write_ports=[(8, 4, 8)])
     n = model.geometry.lines(8, 4, 8)
     assert n == 16                      # 2 lanes: each 8-word row in 4 lines
     trace = drive(model, [[0, 64]] * 3, [[(256, list(range(32)))] * 2])
-    grants = trace.grants(3)
+    grants = trace.grants(LAT)
     assert sorted(grants) == list(range(2, 2 + 4 * 2 * n))
     who = [grants[t] for t in sorted(grants)]
     assert who == [("read", 0), ("read", 1), ("read", 2), ("write", 0)] * (2 * n)
 
 
 def test_stall_blocks_every_grant():
-    model = MemoryModel(config(2, 8, 3), 1024, bytes(range(256)), read_ports=[(8, 1, 0)])
+    model = MemoryModel(config(2, 8, LAT), 1024, bytes(range(256)), read_ports=[(8, 1, 0)])
     g = model.geometry
     trace = drive(model, [[0]], stall=[2, 3, 5, 9])
     # the four lines would be granted in cycles 2..5; stalls in 2, 3 and 5 push them to 4, 6, 7, 8
-    assert trace.response_cycles() == [4 + 3, 6 + 3, 7 + 3, 8 + 3]
+    assert trace.response_cycles() == [4 + LAT, 6 + LAT, 7 + LAT, 8 + LAT]
     assert [w for *_, ws in trace.lines[0] for w in ws] == words_of(bytes(range(64)), g)
     fast = drive(model, [[0]], stall_p=0.0).response_cycles()[-1]
     trace = drive(model, [[0]], stall_p=0.6, seed=3)
@@ -595,7 +598,7 @@ def test_stall_blocks_every_grant():
     check_timing(model, trace, [[0]], [])
 
 
-@pytest.mark.parametrize("latency", [3, 6])
+@pytest.mark.parametrize("latency", [LAT, LAT + 3])
 def test_debug_port_latency_and_priority(latency):
     init = bytes(range(1, 129))
     model = MemoryModel(config(2, 8, latency), 128, init, read_ports=[(3, 1, 0)],

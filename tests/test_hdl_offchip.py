@@ -19,7 +19,8 @@ from stepforge.compiler.ops.offchip import (LinearOffChipLoad, LinearOffChipStor
 from stepforge.compiler.types import Bool, Index, Tile, bf16, int8, int16, int32
 from stepforge.hdl.beat import beat_layout
 from stepforge.hdl.config import HardwareConfig
-from stepforge.hdl.memory import MemoryModel, TensorPlacement, array_from_bytes, array_to_bytes
+from stepforge.hdl.memory import (PIPELINE_LATENCY, MemoryGeometry, MemoryModel, TensorPlacement,
+                                  array_from_bytes, array_to_bytes)
 from stepforge.hdl.offchip_load import LinearLoadUnit, RandomLoadUnit
 from stepforge.hdl.offchip_store import LinearStoreUnit, RandomStoreUnit
 from stepforge.hdl.testbench import check_ready_to_valid
@@ -33,6 +34,8 @@ from stepforge.sim.values import values_equal
 from .test_tokens import ragged
 
 SLACK_WORDS = 6
+#: The memory's shortest latency (its pipeline's).
+LAT = PIPELINE_LATENCY
 
 
 def tokens_equal(got, want):
@@ -46,7 +49,11 @@ def count_tiles(tokens):
 
 
 class Machine:
-    """A drawn machine: config, tensor shape, tile, memory image and placement."""
+    """A drawn machine: config, tensor shape, tile, memory image and placement.
+
+    The placement (and its geometry) exists before the memory: units are built on it, then
+    :meth:`memory` builds a memory with a port for each of them.
+    """
 
     def __init__(self, dtype, tile, grid, channels, bpc, latency, base, seed):
         self.dtype, self.tile = dtype, tile
@@ -59,19 +66,22 @@ class Machine:
         tensor_words = self.shape[0] * self.shape[1] * dtype.nbytes // word
         self.size = (base + tensor_words + SLACK_WORDS) * word
         self.word = word
+        self.geometry = MemoryGeometry.from_config(self.config, self.size)
+        self.placement = TensorPlacement(self.geometry, dtype, self.shape, tile, base=base)
         self.rng = np.random.default_rng(seed)
         info = np.iinfo(dtype.np)
         self.tensor = self.rng.integers(info.min, info.max, self.shape, endpoint=True).astype(dtype.np)
         self.filler = bytes(self.rng.integers(0, 256, self.size, dtype=np.uint8))
 
-    def memory(self, with_tensor=True, **kw):
+    def memory(self, units, with_tensor=True, **kw):
+        """A memory holding the filler (and the tensor) with a port for each of ``units``."""
         image = bytearray(self.filler)
         if with_tensor:
             raw = array_to_bytes(self.tensor, self.dtype)
             image[self.base * self.word:self.base * self.word + len(raw)] = raw
-        self.model = MemoryModel(self.config, self.size, bytes(image), **kw)
-        self.placement = TensorPlacement(self.model.geometry, self.dtype, self.shape, self.tile,
-                                         base=self.base)
+        units = units if isinstance(units, list) else [units]
+        self.model = MemoryModel.for_clients(self.config, self.size, units, bytes(image), **kw)
+        assert self.model.geometry == self.geometry
         return self.model
 
     def tensor_in(self, image):
@@ -108,7 +118,8 @@ def machines(draw):
     word = math.gcd(bpc, tile[1] * dtype.nbytes)
     # at most 16 lanes: wider lines cost simulation time, not coverage
     channels = draw(st.sampled_from([c for c in (1, 2, 4) if c * bpc // word <= 16]))
-    return Machine(dtype, tile, grid, channels, bpc, draw(st.integers(0, 4)),
+    latency = draw(st.integers(LAT, LAT + 3))
+    return Machine(dtype, tile, grid, channels, bpc, latency,
                    draw(st.integers(0, 5)), draw(st.integers(0, 2**32 - 1)))
 
 
@@ -142,8 +153,8 @@ PATTERNS = st.tuples(st.floats(0.3, 1.0), st.floats(0.3, 1.0), st.floats(0.0, 0.
 def test_linear_load_matches_interpreter(case, pattern):
     mc, (out_shape, stride, offset) = case
     valid_p, ready_p, stall_p, seed = pattern
-    mem = mc.memory()
     unit = LinearLoadUnit(mc.placement, out_shape, stride, offset=offset)
+    mem = mc.memory(unit)
     run = simulate_with_memory(unit, mem, {}, {"out": beat_layout(mc.tile_type, len(out_shape))},
                                ready_p=ready_p, stall_p=stall_p, stall_seed=seed, seed=seed)
     want = linear_load(mc.tensor, mc.tile, out_shape, stride, offset)
@@ -161,9 +172,9 @@ def test_linear_load_with_reference_matches_interpreter(case, ref, pattern):
     ref_rank, ref_tensors = ref
     valid_p, ready_p, stall_p, seed = pattern
     ref_tokens = from_nested(ref_tensors, ref_rank)
-    mem = mc.memory()
     unit = LinearLoadUnit(mc.placement, out_shape, stride, offset=offset, ref_type=Index(),
                           ref_rank=ref_rank)
+    mem = mc.memory(unit)
     rank = len(out_shape) + ref_rank
     run = simulate_with_memory(unit, mem, {"ref": (beat_layout(Index(), ref_rank), ref_tokens)},
                                {"out": beat_layout(mc.tile_type, rank)}, valid_p=valid_p,
@@ -176,9 +187,9 @@ def test_linear_load_with_reference_matches_interpreter(case, ref, pattern):
 def test_linear_load_reference_framing():
     # an empty reference fibre (a stop-only beat) becomes S_(len(out_shape) + r); a bare Done
     # stays bare
-    mc = Machine(int16, (2, 2), (2, 2), 2, 4, 1, 0, 7)
-    mem = mc.memory()
+    mc = Machine(int16, (2, 2), (2, 2), 2, 4, LAT, 0, 7)
     unit = LinearLoadUnit(mc.placement, (2,), (1,), ref_type=Index(), ref_rank=1)
+    mem = mc.memory(unit)
     beats = [Beat(4, 1, 1, 0), Beat(None, 0, 1, 0), Beat(5, 1, 1, 0), Beat(None, 0, 0, 1)]
     run = simulate_with_memory(unit, mem, {"ref": (beat_layout(Index(), 1), beats)},
                                {"out": beat_layout(mc.tile_type, 2)})
@@ -199,8 +210,8 @@ def test_random_load_matches_interpreter(case, pattern):
     mc, (rank, addrs) = case
     valid_p, ready_p, stall_p, seed = pattern
     tokens = from_nested(addrs, rank)
-    mem = mc.memory()
     unit = RandomLoadUnit(mc.placement, rank)
+    mem = mc.memory(unit)
     run = simulate_with_memory(unit, mem, {"addr": (beat_layout(Index(), rank), tokens)},
                                {"out": beat_layout(mc.tile_type, rank)}, valid_p=valid_p,
                                ready_p=ready_p, stall_p=stall_p, stall_seed=seed, seed=seed)
@@ -210,9 +221,9 @@ def test_random_load_matches_interpreter(case, pattern):
 
 
 def test_random_load_out_of_range_stops_the_unit():
-    mc = Machine(int16, (2, 2), (2, 2), 2, 4, 2, 1, 3)
-    mem = mc.memory()
+    mc = Machine(int16, (2, 2), (2, 2), 2, 4, LAT, 1, 3)
     unit = RandomLoadUnit(mc.placement, 1)
+    mem = mc.memory(unit)
     tokens = [3, 0, stop(1), 4, 1, 2, stop(1)]      # 4 is outside the 4 tiles
     # the output never sends last: the run ends when the error rises
     run = simulate_with_memory(unit, mem, {"addr": (beat_layout(Index(), 1), tokens)},
@@ -225,9 +236,9 @@ def test_random_load_out_of_range_stops_the_unit():
 
 def test_random_load_keeps_stopped_after_error():
     from amaranth.sim import Simulator
-    mc = Machine(int8, (1, 4), (2, 1), 1, 4, 1, 0, 5)
-    mem = mc.memory()
+    mc = Machine(int8, (1, 4), (2, 1), 1, 4, LAT, 0, 5)
     unit = RandomLoadUnit(mc.placement, 0)
+    mem = mc.memory(unit)
     bench = MemoryBench(unit, mem)
     seen = {}
 
@@ -277,8 +288,8 @@ def test_linear_store_matches_interpreter(case, pattern):
                   if not (is_stop(t) and i and is_stop(tokens[i - 1]) and t.level > 1
                           and tokens[i - 1].level >= t.level)]
         tokens.append(stop(rank))
-    mem = mc.memory(with_tensor=False)
     unit = LinearStoreUnit(mc.placement, rank)
+    mem = mc.memory(unit, with_tensor=False)
     run = simulate_with_memory(unit, mem, {"in0": (beat_layout(mc.tile_type, rank), tokens)}, {},
                                valid_p=valid_p, stall_p=stall_p, stall_seed=seed, seed=seed)
     image = run.inspected["memory"]
@@ -291,9 +302,9 @@ def test_linear_store_matches_interpreter(case, pattern):
 
 
 def test_linear_store_too_many_tiles():
-    mc = Machine(int16, (2, 2), (1, 2), 2, 4, 1, 0, 9)
-    mem = mc.memory(with_tensor=False)
+    mc = Machine(int16, (2, 2), (1, 2), 2, 4, LAT, 0, 9)
     unit = LinearStoreUnit(mc.placement, 0)
+    mem = mc.memory(unit, with_tensor=False)
     tiles = [mc.random_tile() for _ in range(3)]
     # the run ends when the error is up and the writes in flight have drained
     run = simulate_with_memory(unit, mem, {"in0": (beat_layout(mc.tile_type, 0), tiles)}, {},
@@ -334,8 +345,8 @@ def test_random_store_matches_interpreter(case, addr_rank, data_rank, pattern):
     rng = np.random.default_rng(seed)
     addr_tokens = restructure(rng, addrs, addr_rank)
     data_tokens = restructure(rng, [mc.random_tile() for _ in addrs], data_rank)
-    mem = mc.memory()
     unit = RandomStoreUnit(mc.placement, addr_rank, data_rank)
+    mem = mc.memory(unit)
     run = simulate_with_memory(
         unit, mem, {"addr": (beat_layout(Index(), addr_rank), addr_tokens),
                     "data": (beat_layout(mc.tile_type, data_rank), data_tokens)},
@@ -354,9 +365,9 @@ def test_random_store_matches_interpreter(case, addr_rank, data_rank, pattern):
     ([0, 1], 3, ErrorCode.LEFTOVER, 2),              # a data tile has no address
 ])
 def test_random_store_errors(addr, ndata, code, accepted):
-    mc = Machine(int16, (2, 2), (2, 3), 2, 4, 1, 0, 11)
-    mem = mc.memory()
+    mc = Machine(int16, (2, 2), (2, 3), 2, 4, LAT, 0, 11)
     unit = RandomStoreUnit(mc.placement, 0, 0)
+    mem = mc.memory(unit)
     data = [mc.random_tile() for _ in range(ndata)]
     run = simulate_with_memory(unit, mem, {"addr": (beat_layout(Index(), 0), addr),
                                            "data": (beat_layout(mc.tile_type, 0), data)},
@@ -386,16 +397,15 @@ def test_counters_equal_the_symbolic_traffic():
     for n in (ld, gather, scatter):
         p.output(n, "out_" + n.name)
 
-    mc = Machine(int16, (2, 4), (2, 2), 2, 8, 2, 0, 1)
+    mc = Machine(int16, (2, 4), (2, 2), 2, 8, LAT, 0, 1)
     t = [mc.random_tile() for _ in range(4)]
     inputs = {"ref": [[1, 2], [3]], "a": [[3, 0, 3, 2, 1]], "s": [[t[0], t[1]], [t[2], t[3]]],
               "w": [[2, 0, 2]], "v": [[t[0]], [t[1], t[2]]]}
     r = interpret(p, {"X": mc.tensor, "Z": mc.tensor}, inputs)
     sym = metrics(p).subs(bind(p, r.trace)).per_node
-    unused(mc.memory())  # for mc.placement
 
     def hw(unit, ins, outs):
-        return simulate_with_memory(unit, mc.memory(), ins, outs, stall_p=0.2).inspected
+        return simulate_with_memory(unit, mc.memory(unit), ins, outs, stall_p=0.2).inspected
 
     def stream(name, elem):
         return beat_layout(elem, 1), from_nested(inputs[name], 1)
@@ -426,8 +436,9 @@ THROUGHPUT_CASES = [
     ("8x16 int16, full-width tile", int16, (8, 16), (8, 16), (4, 16, 4)),
     ("8x16 int16 of a 48-col tensor", int16, (8, 48), (8, 16), (4, 16, 4)),
     ("8x16 int16 of a 32-col tensor", int16, (8, 32), (8, 16), (4, 16, 4)),
-    ("4x4 int16, ECP5 preset (2 x 8 B)", int16, (4, 8), (4, 4), (2, 8, 2)),
-    ("4x4 bf16, 1 x 2 B (iCE40-like)", bf16, (4, 8), (4, 4), (1, 2, 1)),
+    ("4x4 int16, ECP5 preset (2 x 8 B)", int16, (4, 8), (4, 4), (2, 8, LAT)),
+    ("2x2 int16, iCE40 preset (4 x 2 B)", int16, (4, 8), (2, 2), (4, 2, LAT)),
+    ("4x4 bf16, 1 x 2 B", bf16, (4, 8), (4, 4), (1, 2, LAT)),
 ]
 
 
@@ -436,9 +447,9 @@ def measure_load(dtype, shape, tile, mem_params, ntiles=16):
     cfg = HardwareConfig(tile_rows=tile[0], tile_cols=tile[1], dtype=dtype, mem_channels=channels,
                          mem_bytes_per_channel=bpc, mem_latency=latency)
     tensor_bytes = shape[0] * shape[1] * dtype.nbytes
-    mem = MemoryModel(cfg, tensor_bytes, bytes(tensor_bytes))
-    pl = TensorPlacement(mem.geometry, dtype, shape, tile)
+    pl = TensorPlacement(MemoryGeometry.from_config(cfg, tensor_bytes), dtype, shape, tile)
     unit = LinearLoadUnit(pl, (ntiles,), (0,))
+    mem = MemoryModel.for_clients(cfg, tensor_bytes, [unit], bytes(tensor_bytes))
     run = simulate_with_memory(unit, mem, {}, {"out": beat_layout(Tile(dtype, *tile), 1)})
     per_tile = (run.cycles - 1) / (ntiles - 1)
     g = mem.geometry
@@ -461,42 +472,56 @@ def test_load_streams_at_the_memory_rate(name, dtype, shape, tile, mem_params):
 def test_store_streams_at_the_memory_rate(shape, lines):
     # sim preset, 4x4 int16 tiles: the tile rows are 1 word, cols / 4 words apart; the 8 lanes
     # take 4, 2 or 1 of them per line (bank conflicts)
-    mem = MemoryModel(HardwareConfig.sim(), shape[0] * shape[1] * 2)
-    pl = TensorPlacement(mem.geometry, int16, shape, (4, 4))
+    cfg, size = HardwareConfig.sim(), shape[0] * shape[1] * 2
+    pl = TensorPlacement(MemoryGeometry.from_config(cfg, size), int16, shape, (4, 4))
     assert len(pl.tile_lines) == lines
     n = pl.ntiles
     tiles = [np.full((4, 4), k, np.int16) for k in range(n)]
-    run = simulate_with_memory(LinearStoreUnit(pl, 0), mem,
+    unit = LinearStoreUnit(pl, 0)
+    mem = MemoryModel.for_clients(cfg, size, [unit])
+    run = simulate_with_memory(unit, mem,
                                {"in0": (beat_layout(Tile(int16, 4, 4), 0), tiles)}, {})
     print(f"store, 4x4 int16 of a {shape} tensor: {run.cycles / n:.2f} cycles/tile, "
           f"lines/tile {lines}")
-    assert run.cycles <= n * lines + 3
+    # `lines + 1` cycles per tile: the tile writer holds one tile and issues the next tile's burst
+    # when the last line of the current one is granted; the memory grants a burst's first line
+    # two cycles after it accepts the request (hdl/memory), so one cycle per tile goes idle.
+    # (+ 1: the cycle `done` rises after the last line.) The memory's rate, `lines` per tile,
+    # needs a writer that issues the next burst a tile ahead.
+    assert run.cycles == n * (lines + 1) + 1
     assert run.inspected["bytes_written"] == n * 32
 
 
 def test_default_buffer_covers_the_latency():
-    # with a 2-slot buffer the round trip (latency 8) throttles the unit; the default does not
-    for buffer_tiles, slow in ((2, True), (None, False)):
+    # 32 one-line tiles, latency 8: a tile holds its slot for about latency + 4 + lines cycles
+    # (request accepted, its line granted 2 cycles later, the data `latency` cycles after that,
+    # then out), so the default latency + 5 = 13 slots stream a tile per cycle (32 cycles from
+    # the first to the last output); one slot fewer loses 2 cycles, and 2 slots give a tile
+    # about every (latency + 5) / 2 cycles
+    cycles = {}
+    for buffer_tiles in (2, 12, None):
         cfg = HardwareConfig(tile_rows=2, tile_cols=4, dtype=int16, mem_channels=2,
                              mem_bytes_per_channel=8, mem_latency=8)
-        mem = MemoryModel(cfg, 64, bytes(64))
-        pl = TensorPlacement(mem.geometry, int16, (2, 4), (2, 4))
-        unit = LinearLoadUnit(pl, (12,), (0,), buffer_tiles=buffer_tiles)
+        pl = TensorPlacement(MemoryGeometry.from_config(cfg, 64), int16, (2, 4), (2, 4))
+        assert pl.tile_lines == [2]
+        unit = LinearLoadUnit(pl, (32,), (0,), buffer_tiles=buffer_tiles)
+        mem = MemoryModel.for_clients(cfg, 64, [unit], bytes(64))
         run = simulate_with_memory(unit, mem, {}, {"out": beat_layout(Tile(int16, 2, 4), 1)})
-        assert (run.cycles > 12 + 4) == slow, run.cycles
-    assert unit.onchip_bytes == (8 + 4) * 16
+        cycles[buffer_tiles] = run.cycles
+    assert cycles == {2: 197, 12: 34, None: 32}
+    assert unit.buffer_tiles == 8 + 5 and unit.onchip_bytes == (8 + 5) * 16
 
 
 # -- structure -----------------------------------------------------------------------------------
 
 def test_no_ready_to_valid_path():
-    mc = Machine(int16, (2, 2), (2, 2), 2, 4, 1, 0, 3)
-    mem = mc.memory()
+    mc = Machine(int16, (2, 2), (2, 2), 2, 4, LAT, 0, 3)
     unit = LinearLoadUnit(mc.placement, (2, 2), (2, 1), ref_type=Index(), ref_rank=0)
+    mem = mc.memory(unit)
     check_ready_to_valid(MemoryBench(unit, mem), {"ref": (beat_layout(Index(), 0), [0, 1, 2])},
                          {"out": beat_layout(mc.tile_type, 2)})
-    mem = mc.memory()
     unit = RandomStoreUnit(mc.placement, 0, 0)
+    mem = mc.memory(unit)
     check_ready_to_valid(MemoryBench(unit, mem),
                          {"addr": (beat_layout(Index(), 0), [1, 3]),
                           "data": (beat_layout(mc.tile_type, 0), [mc.random_tile()] * 2)},
@@ -510,10 +535,9 @@ def unused(elaboratable):
 
 
 def test_reprs_mirror_the_constructors():
-    mc = Machine(int16, (2, 2), (2, 2), 2, 4, 1, 3, 3)
-    unused(mc.memory())
+    mc = Machine(int16, (2, 2), (2, 2), 2, 4, LAT, 3, 3)
     pl = mc.placement
-    assert repr(pl) == (f"TensorPlacement({mc.model.geometry!r}, int16, (4, 4), (2, 2), base=3)")
+    assert repr(pl) == (f"TensorPlacement({mc.geometry!r}, int16, (4, 4), (2, 2), base=3)")
     assert repr(unused(LinearLoadUnit(pl, (2,), (1,), offset=1, ref_type=Index(), ref_rank=1,
                                       buffer_tiles=3))) == (
         f"LinearLoadUnit({pl!r}, (2,), (1,), offset=1, ref_type=Index(), ref_rank=1, "
@@ -526,4 +550,4 @@ def test_reprs_mirror_the_constructors():
     with pytest.raises(ValueError, match="both ref_type and ref_rank"):
         LinearLoadUnit(pl, (2,), (1,), ref_type=Index())
     with pytest.raises(TypeError, match="TensorPlacement"):
-        RandomLoadUnit(mc.model.geometry, 1)
+        RandomLoadUnit(mc.geometry, 1)
