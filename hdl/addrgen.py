@@ -8,7 +8,7 @@ from ..compiler.types import Index, Select, Tile
 from .beat import INDEX_BITS, beat_signature, stop_width
 from .lockstep import LockStep
 from .retile import FlatMapOutput, PieceGenerator
-from .unit import ErrorCode, StatusSignature, check_int
+from .unit import ErrorCode, StatusSignature, check, check_int, check_ints
 
 __all__ = ["AddrGenUnit"]
 
@@ -61,26 +61,18 @@ class AddrGenUnit(wiring.Component):
     """
 
     def __init__(self, elem_type, rank, shape, strides, *, scale=1, offset=0):
-        shape, strides = tuple(shape), tuple(strides)
-        self.elem_type, self.rank = elem_type, rank
-        self.shape, self.strides, self.scale, self.offset = shape, strides, scale, offset
         check_int("AddrGenUnit", "rank", rank, 0)
-        if not shape or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1
-                                for d in shape):
-            raise ValueError(f"AddrGenUnit needs a shape of positive ints, not {list(shape)}")
-        if len(strides) != len(shape) or not all(isinstance(s, int) and not isinstance(s, bool)
-                                                 for s in strides):
-            raise ValueError(f"AddrGenUnit needs one int stride per dimension: shape "
-                             f"{list(shape)} vs strides {list(strides)}")
-        for what, v in (("scale", scale), ("offset", offset)):
-            if isinstance(v, bool) or not isinstance(v, int):
-                raise ValueError(f"AddrGenUnit needs an int {what}, not {v!r}")
+        shape = check_ints("AddrGenUnit", "shape", shape, 1)
+        strides = check_ints("AddrGenUnit", "strides", strides, length=len(shape))
+        check_int("AddrGenUnit", "scale", scale)
+        check_int("AddrGenUnit", "offset", offset)
         ok = isinstance(elem_type, (Index, Select)) or (
             isinstance(elem_type, Tile) and not elem_type.dtype.is_float
             and elem_type.rows == 1 and elem_type.cols == 1)
-        if not ok:
-            raise ValueError(f"AddrGenUnit needs Index, Select or integer [1, 1] tile elements, "
-                             f"not {elem_type!r}")
+        check(ok, "AddrGenUnit", "elem_type", "Index, Select or an integer Tile(dtype, 1, 1)",
+              elem_type)
+        self.elem_type, self.rank = elem_type, rank
+        self.shape, self.strides, self.scale, self.offset = shape, strides, scale, offset
         self.b = len(shape) - 1
         self.out_type = Index()
         self.out_rank = rank + self.b

@@ -67,8 +67,7 @@ class ExpandUnit(wiring.Component):
 
     def __init__(self, elem_type, ref_type, rank, b, *, row_bound=None):
         check_int("ExpandUnit", "rank", rank, 1)
-        if isinstance(b, bool) or not isinstance(b, int) or not 1 <= b <= rank:
-            raise ValueError(f"ExpandUnit needs 1 <= b <= rank, got b={b!r}, rank={rank}")
+        check_int("ExpandUnit", "b", b, 1, rank)
         self.elem_type, self.ref_type, self.rank, self.b = elem_type, ref_type, rank, b
         super().__init__({
             "in0": In(beat_signature(elem_type, rank, row_bound=row_bound)),

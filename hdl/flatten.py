@@ -5,7 +5,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .beat import beat_signature
-from .unit import StatusSignature
+from .unit import StatusSignature, check_int
 
 __all__ = ["FlattenUnit"]
 
@@ -38,8 +38,9 @@ class FlattenUnit(wiring.Component):
     """
 
     def __init__(self, elem_type, rank, lo, hi, *, row_bound=None):
-        if not (0 <= lo < hi <= rank):
-            raise ValueError(f"FlattenUnit needs 0 <= lo < hi <= rank, got lo={lo}, hi={hi}, rank={rank}")
+        check_int("FlattenUnit", "rank", rank, 1)
+        check_int("FlattenUnit", "hi", hi, 1, rank)
+        check_int("FlattenUnit", "lo", lo, 0, hi - 1)
         self.elem_type, self.rank, self.lo, self.hi = elem_type, rank, lo, hi
         super().__init__({
             "in0": In(beat_signature(elem_type, rank, row_bound=row_bound)),

@@ -8,7 +8,7 @@ from ..compiler.types import Bool
 from ..sim.ops_shape import pad_value
 from .beat import beat_signature, element_layout, pack_element
 from .held_beat import HeldBeat
-from .unit import ErrorCode, StatusSignature, check_int, raise_error
+from .unit import ErrorCode, StatusSignature, check, check_int, raise_error
 
 __all__ = ["ReshapeUnit"]
 
@@ -82,10 +82,13 @@ class ReshapeUnit(wiring.Component):
         self._pad_bits = None
         if pad is not None and b == 0:
             shape = element_layout(elem_type, row_bound=row_bound)
+            problem = None
             try:
                 self._pad_bits = pack_element(shape, pad_value(elem_type, pad))
             except (OverflowError, TypeError, ValueError) as exc:
-                raise ValueError(f"ReshapeUnit: pad {pad!r} does not fit {elem_type!r}: {exc}") from None
+                problem = exc
+            check(problem is None, "ReshapeUnit", "pad", f"a value of {elem_type!r} ({problem})",
+                  pad)
         members = {
             "in0": In(beat_signature(elem_type, rank, row_bound=row_bound)),
             "out": Out(beat_signature(elem_type, rank + 1, row_bound=row_bound)),

@@ -39,7 +39,7 @@ from amaranth.lib.wiring import In, Out
 from ..compiler.types import Index, Tile
 from .beat import beat_signature, element_layout, stop_width
 from .lockstep import LockStep
-from .unit import ErrorCode, StatusSignature, check_int, raise_error
+from .unit import ErrorCode, StatusSignature, check, check_choice, check_int, raise_error
 
 __all__ = ["PieceGenerator", "FlatMapOutput", "RetileStreamifyUnit"]
 
@@ -196,11 +196,9 @@ class FlatMapOutput:
 
 
 def _tile_type(elem_type, unit):
-    if not isinstance(elem_type, Tile):
-        raise ValueError(f"{unit} needs a Tile element type, not {elem_type!r}")
-    if not isinstance(elem_type.cols, int) or elem_type.cols < 1:
-        raise ValueError(f"{unit} needs tiles with a static column count, not {elem_type!r}")
-    return elem_type
+    check(isinstance(elem_type, Tile), unit, "elem_type", "a Tile", elem_type)
+    return check(isinstance(elem_type.cols, int) and elem_type.cols >= 1, unit, "elem_type",
+                 "a Tile with a static column count", elem_type)
 
 
 class RetileStreamifyUnit(wiring.Component):
@@ -256,14 +254,12 @@ class RetileStreamifyUnit(wiring.Component):
     """
 
     def __init__(self, elem_type, rank, split="row", *, valid=False, b=0, row_bound=None):
-        self.elem_type, self.rank, self.split, self.b = elem_type, rank, split, b
-        self.with_valid = bool(valid)
         _tile_type(elem_type, "RetileStreamifyUnit")
         check_int("RetileStreamifyUnit", "rank", rank, 0)
-        if split not in ("row", "col"):
-            raise ValueError(f"RetileStreamifyUnit: split must be 'row' or 'col', not {split!r}")
-        if b not in (0, 1) or isinstance(b, bool):
-            raise ValueError(f"RetileStreamifyUnit generates rank-0 or rank-1 sub-streams, not b={b!r}")
+        check_choice("RetileStreamifyUnit", "split", split, ("row", "col"))
+        check_int("RetileStreamifyUnit", "b", b, 0, 1)  # rank-0 or rank-1 sub-streams
+        self.elem_type, self.rank, self.split, self.b = elem_type, rank, split, b
+        self.with_valid = bool(valid)
         self.row_bound = row_bound
         t = elem_type
         self.out_type = Tile(t.dtype, 1, t.cols) if split == "row" else Tile(t.dtype, t.rows, 1)

@@ -27,8 +27,8 @@ from amaranth.hdl import Cat, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import Out
 
-__all__ = ["ErrorCode", "StatusSignature", "ERROR_CODE_BITS", "check_int", "raise_error",
-           "merge_status"]
+__all__ = ["ErrorCode", "StatusSignature", "ERROR_CODE_BITS", "raise_error", "merge_status",
+           "check", "is_int", "check_int", "check_ints", "check_choice"]
 
 ERROR_CODE_BITS = 4
 
@@ -121,11 +121,68 @@ def merge_status(m, status, parts):
             m.d.comb += status.code.eq(p.code)
 
 
-def check_int(unit, name, value, lo, hi=None):
-    """``value`` if it is an int in ``lo..hi`` (``hi`` None: no upper end), else a ``ValueError``
-    naming ``unit`` and the parameter: the constructor check every unit shares."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < lo \
-            or (hi is not None and value > hi):
-        rng = f">= {lo}" if hi is None else f"in {lo}..{hi}"
-        raise ValueError(f"{unit} needs an int {name} {rng}, not {value!r}")
+def check(ok, unit, name, expected, value):
+    """``value`` if ``ok``, else a ``ValueError`` "``{unit} {name} must be {expected}, not
+    {value!r}``": the wording of every constructor check of the units (Amaranth's own).
+
+    Parameters
+    ----------
+    ok : bool
+        The check passed.
+    unit : str
+        The class being built (``"PMU"``, ``"ZipUnit"``...).
+    name : str
+        The parameter, as the caller spells it (``"rank"``, ``"readers[1].order"``).
+    expected : str
+        What the parameter must be (``"an int >= 1"``, ``"'static' or 'dynamic'"``).
+    value
+        What it is.
+    """
+    if not ok:
+        raise ValueError(f"{unit} {name} must be {expected}, not {value!r}")
     return value
+
+
+def is_int(value):
+    """``value`` is an ``int`` (a ``bool`` is not)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _int_range(lo, hi):
+    if lo is None:
+        return "" if hi is None else f" <= {hi}"
+    return f" >= {lo}" if hi is None else f" in {lo}..{hi}"
+
+
+def _in_range(value, lo, hi):
+    return is_int(value) and (lo is None or value >= lo) and (hi is None or value <= hi)
+
+
+def check_int(unit, name, value, lo=None, hi=None):
+    """``value`` if it is an int in ``lo..hi`` (None: no bound on that side), else a
+    ``ValueError`` ("``ZipUnit rank must be an int >= 0, not -1``", see :func:`check`)."""
+    return check(_in_range(value, lo, hi), unit, name, f"an int{_int_range(lo, hi)}", value)
+
+
+def check_ints(unit, name, values, lo=None, hi=None, *, length=None):
+    """``tuple(values)`` if ``values`` is a sequence of ``length`` ints (any non-zero number
+    without ``length``) each in ``lo..hi``, else a ``ValueError`` ("``PMU shape must be 2 ints
+    >= 1, not (3,)``", see :func:`check`)."""
+    try:
+        got = tuple(values)
+    except TypeError:
+        got = None
+    ok = got is not None and (len(got) == length if length is not None else len(got) > 0) \
+        and all(_in_range(v, lo, hi) for v in got)
+    count = "one or more" if length is None else str(length)
+    check(ok, unit, name, f"{count} int{'' if length == 1 else 's'}{_int_range(lo, hi)}", values)
+    return got
+
+
+def check_choice(unit, name, value, choices):
+    """``value`` if it is one of ``choices``, else a ``ValueError`` ("``PMU mode must be 'static'
+    or 'dynamic', not 'x'``", see :func:`check`)."""
+    choices = tuple(choices)
+    names = [repr(c) for c in choices]
+    expected = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+    return check(value in choices, unit, name, expected, value)

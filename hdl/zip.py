@@ -7,7 +7,7 @@ from amaranth.lib.wiring import In, Out
 from ..compiler.types import Tuple
 from .beat import beat_signature
 from .lockstep import LockStep
-from .unit import StatusSignature, check_int
+from .unit import StatusSignature, check, check_int
 
 __all__ = ["ZipUnit"]
 
@@ -55,8 +55,8 @@ class ZipUnit(wiring.Component):
 
     def __init__(self, elem_types, rank, *, row_bound=None):
         elem_types = tuple(elem_types)
-        if len(elem_types) < 2:
-            raise ValueError(f"ZipUnit needs at least two element types, got {len(elem_types)}")
+        check(len(elem_types) >= 2, "ZipUnit", "elem_types", "two or more element types",
+              elem_types)
         check_int("ZipUnit", "rank", rank, 0)
         self.elem_types, self.rank = elem_types, rank
         members = {f"in{k}": In(beat_signature(t, rank, row_bound=row_bound))

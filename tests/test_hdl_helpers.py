@@ -6,20 +6,39 @@ from amaranth.sim import Simulator
 
 from stepforge.hdl.beat import stop_above
 from stepforge.hdl.mux import one_hot_mux
-from stepforge.hdl.unit import check_int
+from stepforge.hdl.unit import check_choice, check_int, check_ints
 
 
 def test_check_int_returns_the_value_and_names_unit_and_parameter():
     assert check_int("ZipUnit", "rank", 3, 0) == 3
     assert check_int("PartitionUnit", "b", 2, 0, 2) == 2
-    with pytest.raises(ValueError, match=r"^ZipUnit needs an int rank >= 0, not -1$"):
+    assert check_int("AddrGenUnit", "offset", -7) == -7
+    with pytest.raises(ValueError, match=r"^ZipUnit rank must be an int >= 0, not -1$"):
         check_int("ZipUnit", "rank", -1, 0)
-    with pytest.raises(ValueError, match=r"^PartitionUnit needs an int b in 0\.\.2, not 3$"):
+    with pytest.raises(ValueError, match=r"^PartitionUnit b must be an int in 0\.\.2, not 3$"):
         check_int("PartitionUnit", "b", 3, 0, 2)
-    with pytest.raises(ValueError, match=r"needs an int n >= 1, not True$"):
+    with pytest.raises(ValueError, match=r"^BroadcastUnit n must be an int >= 1, not True$"):
         check_int("BroadcastUnit", "n", True, 1)
-    with pytest.raises(ValueError, match=r"needs an int n >= 1, not 2\.0$"):
+    with pytest.raises(ValueError, match=r"^BroadcastUnit n must be an int >= 1, not 2\.0$"):
         check_int("BroadcastUnit", "n", 2.0, 1)
+    with pytest.raises(ValueError, match=r"^AddrGenUnit scale must be an int, not '3'$"):
+        check_int("AddrGenUnit", "scale", "3")
+
+
+def test_check_ints_and_check_choice_word_their_messages_alike():
+    assert check_ints("PMU", "shape", [2, 3], 1, length=2) == (2, 3)
+    with pytest.raises(ValueError, match=r"^PMU shape must be 2 ints >= 1, not \(3,\)$"):
+        check_ints("PMU", "shape", (3,), 1, length=2)
+    with pytest.raises(ValueError, match=r"^PMU shape must be 1 int >= 1, not 4$"):
+        check_ints("PMU", "shape", 4, 1, length=1)
+    with pytest.raises(ValueError, match=r"^AddrGenUnit shape must be one or more ints >= 1, "
+                                         r"not \[\]$"):
+        check_ints("AddrGenUnit", "shape", [], 1)
+    assert check_choice("PMU", "mode", "dynamic", ("static", "dynamic")) == "dynamic"
+    with pytest.raises(ValueError, match=r"^PMU mode must be 'static' or 'dynamic', not 'x'$"):
+        check_choice("PMU", "mode", "x", ("static", "dynamic"))
+    with pytest.raises(ValueError, match=r"^U x must be 'a', 'b' or 'c', not 'd'$"):
+        check_choice("U", "x", "d", "abc")
 
 
 def test_stop_above_is_constant_zero_when_the_field_cannot_exceed_the_limit():

@@ -6,7 +6,9 @@ token with ``sim.ops_memory.bufferize``/``streamify``; every run also checks tha
 was taken and that every block is back in the free list at the end (``fin``).
 """
 
+import gc
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -643,13 +645,21 @@ def test_repr_and_ports():
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(rank=1, b=2, shape=(2, 2)), "b <= rank"),
-    (dict(shape=(0,)), "ints >= 1"),
-    (dict(mode="dynamic", block_size=2, blocks=1), "blocks >= 2"),
-    (dict(slots=0), "slots >= 1"),
-    (dict(readers=[Replay(order=((5,), (1,)))]), "outside the buffer"),
-    (dict(mode="dynamic", readers=[Replay(order=((2,), (1,)))]), "needs mode='static'"),
-    (dict(readers=[Replay(expand_rank=2, ref_type=REF_TYPE)]), "expand_rank 2"),
+    (dict(rank=1, b=2, shape=(2, 2)), r"^PMU b must be an int in 1\.\.1, not 2$"),
+    (dict(shape=(0,)), r"^PMU shape must be 1 int >= 1, not \(0,\)$"),
+    (dict(mode="dynamic", block_size=2, blocks=1),
+     r"^PMU blocks must be an int in 2\.\.65536 \(one buffer of shape \[4\] in blocks of 2; a "
+     r"16-bit buffer id\), not 1$"),
+    (dict(slots=0), r"^PMU slots must be an int in 1\.\.65536, not 0$"),
+    (dict(readers=[Replay(order=((5,), (1,)))]),
+     r"^PMU readers\[0\]\.order must be within the buffer of 4 elements \(it reads element 4\), "
+     r"not \(\(5,\), \(1,\), 0\)$"),
+    (dict(mode="dynamic", readers=[Replay(order=((2,), (1,)))]),
+     r"^PMU mode must be 'static' for the order of readers\[0\], not 'dynamic'$"),
+    (dict(readers=[Replay(expand_rank=2, ref_type=REF_TYPE)]),
+     r"^PMU readers\[0\]\.expand_rank must be at most the buffer stream's rank 1, not 2$"),
+    (dict(mode="fancy"), r"^PMU mode must be 'static' or 'dynamic', not 'fancy'$"),
+    (dict(readers=[]), r"^PMU readers must be a non-empty sequence of Replay, not \[\]$"),
 ])
 def test_bad_parameters(kwargs, match):
     args = dict(rank=2, b=1, shape=(4,))
@@ -658,10 +668,27 @@ def test_bad_parameters(kwargs, match):
         PMU(ELEM, args.pop("rank"), args.pop("b"), args.pop("shape"), **args)
 
 
+def test_a_refused_pmu_is_not_reported_as_unused(recwarn, monkeypatch):
+    """The parameters are checked before the component exists (no private Amaranth names), so
+    no half-built PMU is collected later as an unused elaboratable (a warning, or an exception
+    from its ``repr`` in ``__del__``)."""
+    unraisable = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    Fragment.get(PMU(ELEM, 2, 1, (4,)), None)  # Amaranth reports unused elaboratables from now on
+    with pytest.raises(ValueError):
+        PMU(ELEM, 2, 3, (4,))
+    gc.collect()
+    assert [str(w.message) for w in recwarn] == []
+    assert [str(u.exc_value) for u in unraisable] == []
+
+
 def test_bad_replay():
-    with pytest.raises(ValueError, match="either repeat or expand_rank"):
+    with pytest.raises(ValueError, match=r"^Replay repeat must be None with expand_rank, not 2$"):
         Replay(2, expand_rank=1, ref_type=REF_TYPE)
-    with pytest.raises(ValueError, match="needs ref_type"):
+    with pytest.raises(ValueError, match=r"^Replay ref_type must be an element type with "
+                                         r"expand_rank \(the reference stream's\), not None$"):
         Replay(expand_rank=1)
-    with pytest.raises(ValueError, match="repeat >= 1"):
+    with pytest.raises(ValueError, match=r"^Replay repeat must be an int >= 1, not 0$"):
         Replay(0)
+    with pytest.raises(ValueError, match=r"^Replay order stride must be 2 ints, not \(1,\)$"):
+        Replay(order=((2, 3), (1,)))

@@ -6,7 +6,6 @@ from amaranth.lib.wiring import In, Out
 
 from ..beat import beat_signature
 from ..unit import ErrorCode, StatusSignature, raise_error
-from .interfaces import command_layout, id_width
 
 __all__ = ["PlainController", "RefController"]
 
@@ -14,8 +13,9 @@ __all__ = ["PlainController", "RefController"]
 class _Controller(wiring.Component):
     """Members, ``repr`` and parameters shared by the two controllers (see their docs)."""
 
-    def __init__(self, pmu, i):
-        self.pmu, self.i = pmu, i
+    def __init__(self, params, i):
+        self.params, self.i = params, i
+        pmu = params
         self.cfg = cfg = pmu.readers[i]
         self.out_rank = cfg.out_rank(pmu.rank, pmu.b)
         members = {"buffers": In(beat_signature(pmu.buffer_type, pmu.rank - pmu.b))}
@@ -23,7 +23,7 @@ class _Controller(wiring.Component):
             members["ref"] = In(beat_signature(cfg.ref_type, pmu.rank - pmu.b,
                                                row_bound=pmu.row_bound))
         members.update({
-            "cmd": Out(stream.Signature(command_layout(pmu, self.out_rank))),
+            "cmd": Out(stream.Signature(pmu.command_layout(i))),
             "halt": In(1),
             "finished": Out(1),
             "status": Out(StatusSignature),
@@ -31,7 +31,7 @@ class _Controller(wiring.Component):
         super().__init__(members)
 
     def __repr__(self):
-        return f"{type(self).__name__}({self.pmu!r}, {self.i})"
+        return f"{type(self).__name__}({self.params!r}, {self.i})"
 
 
 class PlainController(_Controller):
@@ -44,15 +44,15 @@ class PlainController(_Controller):
 
     Parameters
     ----------
-    pmu : stepforge.hdl.pmu.PMU
+    params : stepforge.hdl.pmu.params.PMUParams
     i : int
-        The read side (``pmu.readers[i]``, without ``expand_rank``).
+        The read side (``params.readers[i]``, without ``expand_rank``).
 
     Members
     -------
-    buffers : ``In(beat_signature(pmu.buffer_type, pmu.rank - pmu.b))``
+    buffers : ``In(beat_signature(params.buffer_type, params.rank - params.b))``
         Buffer ids, stops fused into the element beats.
-    cmd : ``Out(stream.Signature(command_layout(pmu, out_rank)))``
+    cmd : ``Out(stream.Signature(params.command_layout(i)))``
         Commands to the :class:`~stepforge.hdl.pmu.replay_engine.ReplayEngine`.
     halt : ``In(1)``
         The PMU has raised an error: send nothing more.
@@ -66,7 +66,7 @@ class PlainController(_Controller):
         m = Module()
         bufs, cmd = self.buffers, self.cmd
         bp, c = bufs.payload, cmd.payload
-        cfg, depth = self.cfg, self.cfg.depth(self.pmu.b)
+        cfg, depth = self.cfg, self.cfg.depth(self.params.b)
         n = cfg.repeat if cfg.repeat is not None else 1
         extra = 1 if cfg.repeat is not None else 0
         rep = Signal(range(max(n, 2)), name="repeat")
@@ -118,17 +118,17 @@ class RefController(_Controller):
 
     Parameters
     ----------
-    pmu : stepforge.hdl.pmu.PMU
+    params : stepforge.hdl.pmu.params.PMUParams
     i : int
-        The read side (``pmu.readers[i]``, with ``expand_rank``).
+        The read side (``params.readers[i]``, with ``expand_rank``).
 
     Members
     -------
-    buffers : ``In(beat_signature(pmu.buffer_type, pmu.rank - pmu.b))``
+    buffers : ``In(beat_signature(params.buffer_type, params.rank - params.b))``
         Buffer ids, stops fused into the element beats.
-    ref : ``In(beat_signature(ref_type, pmu.rank - pmu.b))``
+    ref : ``In(beat_signature(ref_type, params.rank - params.b))``
         The reference stream (its data is ignored).
-    cmd : ``Out(stream.Signature(command_layout(pmu, out_rank)))``
+    cmd : ``Out(stream.Signature(params.command_layout(i)))``
         Commands to the :class:`~stepforge.hdl.pmu.replay_engine.ReplayEngine`.
     halt : ``In(1)``
         The PMU has raised an error: send nothing more.
@@ -146,8 +146,8 @@ class RefController(_Controller):
         bp, rp, c = bufs.payload, refp.payload, cmd.payload
         halt = self.halt
         ce = self.cfg.expand_rank
-        depth = self.cfg.depth(self.pmu.b)
-        id_w = id_width(self.pmu)
+        depth = self.cfg.depth(self.params.b)
+        id_w = self.params.id_width
         cur_v = Signal(name="cur_valid")
         cur_id = Signal(id_w, name="cur_id")
         cur_t = Signal.like(bp.stop, name="cur_stop")

@@ -5,7 +5,7 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In
 
-from .interfaces import AllocSignature, FreeSignature, id_width
+from .interfaces import AllocSignature, FreeSignature
 
 __all__ = ["FreeList"]
 
@@ -18,28 +18,28 @@ class FreeList(wiring.Component):
 
     Parameters
     ----------
-    pmu : stepforge.hdl.pmu.PMU
-        The PMU whose blocks it holds (``blocks``).
+    params : stepforge.hdl.pmu.params.PMUParams
+        The PMU's parameters (``blocks``).
 
     Members
     -------
-    alloc : ``In(AllocSignature(pmu))``
+    alloc : ``In(AllocSignature(params))``
         ``head``: the next free block; ``count``: free blocks; ``pop``: take the head.
-    free : ``In(FreeSignature(pmu))``
+    free : ``In(FreeSignature(params))``
         A block going back to the list (one per cycle, always taken).
     """
 
-    def __init__(self, pmu):
-        self.pmu = pmu
-        super().__init__({"alloc": In(AllocSignature(pmu)), "free": In(FreeSignature(pmu))})
+    def __init__(self, params):
+        self.params = params
+        super().__init__({"alloc": In(AllocSignature(params)), "free": In(FreeSignature(params))})
 
     def __repr__(self):
-        return f"FreeList({self.pmu!r})"
+        return f"FreeList({self.params!r})"
 
     def elaborate(self, platform):
         m = Module()
-        nblocks = self.pmu.blocks
-        m.submodules.free_mem = free_mem = Memory(shape=unsigned(id_width(self.pmu)),
+        nblocks = self.params.blocks
+        m.submodules.free_mem = free_mem = Memory(shape=unsigned(self.params.id_width),
                                                   depth=max(nblocks, 2), init=list(range(nblocks)))
         free_wr = free_mem.write_port()
         free_rd = free_mem.read_port(domain="comb")

@@ -1,20 +1,15 @@
 """The PMU component: parameter checks, ports, the memories, and the parts wired together."""
 
-import math
-
 from amaranth.hdl import Module, Signal, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
-from amaranth.lib.wiring import In, Out
 
-from ...compiler.types import Buffer, ElemType
-from ..beat import BUFFER_ID_BITS, beat_signature
-from ..unit import StatusSignature, merge_status
+from ..unit import merge_status
 from .controller import PlainController, RefController
 from .free_list import FreeList
-from .interfaces import connect_async_read, desc_layout, entry_layout, id_width, stop_shape
+from .interfaces import connect_async_read
+from .params import PMUParams
 from .release import ReleaseArbiter
-from .replay import Replay, _is_int
 from .replay_engine import ReplayEngine
 from .writer import Writer
 
@@ -76,86 +71,23 @@ class PMU(wiring.Component):
         too shallow, an order in dynamic mode or outside the buffer, more than ``2**16`` blocks.
     """
 
+    def __new__(cls, *args, **kwargs):
+        # The parameters are checked before the component exists: a refused PMU is never an
+        # elaboratable that Amaranth would report as created but never used.
+        params = PMUParams(*args, **kwargs)
+        self = super().__new__(cls, src_loc_at=1)
+        self.params = params
+        return self
+
     def __init__(self, elem_type, rank, b, shape, *, mode="static", slots=2, block_size=None,
                  blocks=None, readers=None, row_bound=None):
-        try:
-            members = self._configure(elem_type, rank, b, shape, mode, slots, block_size, blocks,
-                                      readers, row_bound)
-        except ValueError:
-            self._MustUse__silence = True  # a refused PMU is not an unused one
-            raise
-        super().__init__(members)
-
-    def _configure(self, elem_type, rank, b, shape, mode, slots, block_size, blocks, readers,
-                   row_bound):
-        if not isinstance(elem_type, ElemType) or isinstance(elem_type, Buffer):
-            raise ValueError(f"PMU needs a non-Buffer element type, not {elem_type!r}")
-        if not _is_int(rank) or rank < 1:
-            raise ValueError(f"PMU needs rank >= 1, not {rank!r}")
-        if not _is_int(b) or not 1 <= b <= rank:
-            raise ValueError(f"PMU needs 1 <= b <= rank ({rank}), not {b!r}")
-        shape = tuple(shape)
-        if len(shape) != b or not all(_is_int(d) and d >= 1 for d in shape):
-            raise ValueError(f"PMU needs a shape of {b} ints >= 1 (sizes or bounds), not {shape!r}")
-        if mode not in ("static", "dynamic"):
-            raise ValueError(f"PMU mode must be 'static' or 'dynamic', not {mode!r}")
-        readers = (Replay(),) if readers is None else tuple(readers)
-        if not readers or not all(isinstance(r, Replay) for r in readers):
-            raise ValueError(f"PMU needs at least one Replay in readers, not {readers!r}")
-        self.elem_type, self.rank, self.b, self.shape = elem_type, rank, b, shape
-        self.mode, self.readers, self.row_bound = mode, readers, row_bound
-        self.max_entries = math.prod(shape)
-        if mode == "static":
-            if not _is_int(slots) or slots < 1:
-                raise ValueError(f"PMU static mode needs slots >= 1, not {slots!r}")
-            if block_size is not None or blocks is not None:
-                raise ValueError("PMU: block_size and blocks are for mode='dynamic'")
-            self.slots = slots
-            self.block_size = self.max_entries
-            self.blocks = slots
-        else:
-            self.slots = None
-            block_size = shape[-1] if block_size is None else block_size
-            if not _is_int(block_size) or block_size < 1:
-                raise ValueError(f"PMU dynamic mode needs block_size >= 1, not {block_size!r}")
-            need = -(-self.max_entries // block_size)
-            blocks = 2 * need if blocks is None else blocks
-            if not _is_int(blocks) or blocks < need:
-                raise ValueError(f"PMU dynamic mode needs blocks >= {need} (one buffer of shape "
-                                 f"{list(shape)} in blocks of {block_size}), not {blocks!r}")
-            self.block_size, self.blocks = block_size, blocks
-        if self.blocks > (1 << BUFFER_ID_BITS):
-            raise ValueError(f"PMU: {self.blocks} blocks do not fit a {BUFFER_ID_BITS}-bit buffer id")
-        self.max_blocks = -(-self.max_entries // self.block_size)
-        for i, r in enumerate(readers):
-            if r.expand_rank is not None and r.expand_rank > rank - b:
-                raise ValueError(f"PMU reader {i}: expand_rank {r.expand_rank} needs a buffer stream "
-                                 f"of rank >= it, got rank {rank - b}")
-            if r.order is not None:
-                if mode != "static":
-                    raise ValueError(f"PMU reader {i}: an affine order needs mode='static'")
-                lo = hi = r.order[2]
-                for n, s in zip(r.order[0], r.order[1]):
-                    lo += min(0, (n - 1) * s)
-                    hi += max(0, (n - 1) * s)
-                if lo < 0 or hi >= self.max_entries:
-                    raise ValueError(f"PMU reader {i}: order {r.order!r} reads element "
-                                     f"{lo if lo < 0 else hi}, outside the buffer of "
-                                     f"{self.max_entries} elements")
-        self.buffer_type = Buffer(elem_type, shape)
-        members = {
-            "in0": In(beat_signature(elem_type, rank, row_bound=row_bound)),
-            "refs": Out(beat_signature(self.buffer_type, rank - b)),
-        }
-        for i, r in enumerate(readers):
-            nb, nr, no = self.port_names(i)
-            members[nb] = In(beat_signature(self.buffer_type, rank - b))
-            if r.expand_rank is not None:
-                members[nr] = In(beat_signature(r.ref_type, rank - b, row_bound=row_bound))
-            members[no] = Out(beat_signature(elem_type, r.out_rank(rank, b), row_bound=row_bound))
-        members["status"] = Out(StatusSignature)
-        members["free_blocks"] = Out(range(self.blocks + 1))
-        return members
+        p = self.params  # the same arguments, checked by __new__
+        self.elem_type, self.rank, self.b, self.shape = p.elem_type, p.rank, p.b, p.shape
+        self.mode, self.slots, self.readers, self.row_bound = p.mode, p.slots, p.readers, p.row_bound
+        self.blocks, self.block_size = p.blocks, p.block_size
+        self.max_entries, self.max_blocks = p.max_entries, p.max_blocks
+        self.buffer_type = p.buffer_type
+        super().__init__(p.members())
 
     def port_names(self, i):
         """Names of the ``(buffers, ref, out)`` ports of read side ``i``.
@@ -163,22 +95,14 @@ class PMU(wiring.Component):
         ``("buffers", "ref", "out")`` with one read side, else ``("buffers{i}", "ref{i}",
         "out{i}")``; the ``ref`` port exists only for the reference form.
         """
-        sfx = "" if len(self.readers) == 1 else str(i)
-        return f"buffers{sfx}", f"ref{sfx}", f"out{sfx}"
+        return self.params.port_names(i)
 
     def __repr__(self):
-        args = [repr(self.elem_type), str(self.rank), str(self.b), repr(self.shape)]
-        if self.mode == "static":
-            args.append(f"mode='static', slots={self.slots}")
-        else:
-            args.append(f"mode='dynamic', block_size={self.block_size}, blocks={self.blocks}")
-        args.append(f"readers={self.readers!r}")
-        if self.row_bound is not None:
-            args.append(f"row_bound={self.row_bound!r}")
-        return f"PMU({', '.join(args)})"
+        return f"PMU({self.params.arguments()})"
 
     def elaborate(self, platform):
         m = Module()
+        p = self.params
         k = len(self.readers)
         dynamic = self.mode == "dynamic"
         nentries = self.blocks * self.block_size  # memories get at least two words
@@ -186,20 +110,20 @@ class PMU(wiring.Component):
         m.d.comb += halt.eq(self.status.error)
 
         # -- memories --------------------------------------------------------------------------
-        m.submodules.data_mem = data_mem = Memory(shape=entry_layout(self), depth=max(nentries, 2),
+        m.submodules.data_mem = data_mem = Memory(shape=p.entry_layout(), depth=max(nentries, 2),
                                                   init=[])
-        m.submodules.stop_mem = stop_mem = Memory(shape=stop_shape(self), depth=max(nentries, 2),
+        m.submodules.stop_mem = stop_mem = Memory(shape=p.stop_shape(), depth=max(nentries, 2),
                                                   init=[])
-        m.submodules.desc_mem = desc_mem = Memory(shape=desc_layout(self),
+        m.submodules.desc_mem = desc_mem = Memory(shape=p.desc_layout(),
                                                   depth=max(self.blocks, 2), init=[])
         if dynamic:
-            m.submodules.next_mem = next_mem = Memory(shape=unsigned(id_width(self)),
+            m.submodules.next_mem = next_mem = Memory(shape=unsigned(p.id_width),
                                                       depth=max(self.blocks, 2), init=[])
 
         # -- write side --------------------------------------------------------------------------
-        m.submodules.free_list = free_list = FreeList(self)
-        m.submodules.writer = writer = Writer(self)
-        m.submodules.release = release = ReleaseArbiter(self)
+        m.submodules.free_list = free_list = FreeList(p)
+        m.submodules.writer = writer = Writer(p)
+        m.submodules.release = release = ReleaseArbiter(p)
         wiring.connect(m, wiring.flipped(self.in0), writer.in0)
         wiring.connect(m, writer.refs, wiring.flipped(self.refs))
         wiring.connect(m, writer.alloc, free_list.alloc)
@@ -216,11 +140,11 @@ class PMU(wiring.Component):
         for i, r in enumerate(self.readers):
             nb, nr, no = self.port_names(i)
             if r.expand_rank is None:
-                m.submodules[f"control{i}"] = ctrl = PlainController(self, i)
+                m.submodules[f"control{i}"] = ctrl = PlainController(p, i)
             else:
-                m.submodules[f"control{i}"] = ctrl = RefController(self, i)
+                m.submodules[f"control{i}"] = ctrl = RefController(p, i)
                 wiring.connect(m, wiring.flipped(getattr(self, nr)), ctrl.ref)
-            m.submodules[f"replay{i}"] = eng = ReplayEngine(self, i)
+            m.submodules[f"replay{i}"] = eng = ReplayEngine(p, i)
             wiring.connect(m, wiring.flipped(getattr(self, nb)), ctrl.buffers)
             wiring.connect(m, ctrl.cmd, eng.cmd)
             wiring.connect(m, eng.out, wiring.flipped(getattr(self, no)))

@@ -5,8 +5,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..unit import StatusSignature
-from .interfaces import (AsyncReadSignature, FreeSignature, ReleaseSignature, desc_layout,
-                         id_width)
+from .interfaces import AsyncReadSignature, FreeSignature, ReleaseSignature
 
 __all__ = ["ReleaseArbiter"]
 
@@ -23,38 +22,38 @@ class ReleaseArbiter(wiring.Component):
 
     Parameters
     ----------
-    pmu : stepforge.hdl.pmu.PMU
-        The PMU (its read sides and blocks).
+    params : stepforge.hdl.pmu.params.PMUParams
+        The PMU's parameters (its read sides and blocks).
 
     Members
     -------
-    pend_set : ``In(pmu.blocks)``
+    pend_set : ``In(params.blocks)``
         One-hot: the buffer starting at this block closes this cycle.
     finished : ``In(1).array(k)``
         Read side ``i`` has finished: buffers closing now do not wait for it.
-    pending : ``Out(pmu.blocks).array(k)``
+    pending : ``Out(params.blocks).array(k)``
         The pending bits of read side ``i``.
-    rel : ``In(ReleaseSignature(pmu)).array(k)``
+    rel : ``In(ReleaseSignature(params)).array(k)``
         The release requests of read side ``i``.
     desc_rd : ``Out(AsyncReadSignature(...))``
         Asynchronous read of the descriptor table (the released buffer's block count).
     next_rd : ``Out(AsyncReadSignature(...))``, ``mode="dynamic"`` only
         Asynchronous read of the ``next`` table (the block after the walked one).
-    free : ``Out(FreeSignature(pmu))``
+    free : ``Out(FreeSignature(params))``
         Blocks going back to the free list.
     status : ``Out(StatusSignature)``
         ``busy`` while a release waits or the walker runs. It never stalls nor raises an error.
     """
 
-    def __init__(self, pmu):
-        self.pmu = pmu
-        k, idw = len(pmu.readers), id_width(pmu)
+    def __init__(self, params):
+        self.params = pmu = params
+        k, idw = len(pmu.readers), pmu.id_width
         members = {
             "pend_set": In(pmu.blocks),
             "finished": In(1).array(k),
             "pending": Out(pmu.blocks).array(k),
             "rel": In(ReleaseSignature(pmu)).array(k),
-            "desc_rd": Out(AsyncReadSignature(idw, desc_layout(pmu))),
+            "desc_rd": Out(AsyncReadSignature(idw, pmu.desc_layout())),
         }
         if pmu.mode == "dynamic":
             members["next_rd"] = Out(AsyncReadSignature(idw, unsigned(idw)))
@@ -63,12 +62,12 @@ class ReleaseArbiter(wiring.Component):
         super().__init__(members)
 
     def __repr__(self):
-        return f"ReleaseArbiter({self.pmu!r})"
+        return f"ReleaseArbiter({self.params!r})"
 
     def elaborate(self, platform):
         m = Module()
-        pmu = self.pmu
-        k, id_w = len(pmu.readers), id_width(pmu)
+        pmu = self.params
+        k, id_w = len(pmu.readers), pmu.id_width
         pending, rel = self.pending, self.rel
         pend_clr = [Signal(pmu.blocks, name=f"pend_clr{i}") for i in range(k)]
         for i in range(k):

@@ -1,12 +1,9 @@
 """How one read side of a PMU replays buffers: the parameters of one Streamify consumer."""
 
 from ...compiler.types import ElemType
+from ..unit import check, check_int, check_ints
 
 __all__ = ["Replay"]
-
-
-def _is_int(v):
-    return isinstance(v, int) and not isinstance(v, bool)
 
 
 class Replay:
@@ -36,29 +33,21 @@ class Replay:
     """
 
     def __init__(self, repeat=None, *, expand_rank=None, ref_type=None, order=None):
-        if repeat is not None and (not _is_int(repeat) or repeat < 1):
-            raise ValueError(f"Replay needs repeat >= 1, not {repeat!r}")
+        if repeat is not None:
+            check_int("Replay", "repeat", repeat, 1)
         if expand_rank is not None:
-            if not _is_int(expand_rank) or expand_rank < 1:
-                raise ValueError(f"Replay needs expand_rank >= 1, not {expand_rank!r}")
-            if repeat is not None:
-                raise ValueError("Replay takes either repeat or expand_rank, not both")
-            if not isinstance(ref_type, ElemType):
-                raise ValueError(f"Replay with expand_rank needs ref_type (the reference stream's "
-                                 f"element type), not {ref_type!r}")
-        elif ref_type is not None:
-            raise ValueError("Replay: ref_type needs expand_rank")
+            check_int("Replay", "expand_rank", expand_rank, 1)
+            check(repeat is None, "Replay", "repeat", "None with expand_rank", repeat)
+            check(isinstance(ref_type, ElemType), "Replay", "ref_type",
+                  "an element type with expand_rank (the reference stream's)", ref_type)
+        else:
+            check(ref_type is None, "Replay", "ref_type", "None without expand_rank", ref_type)
         if order is not None:
-            if not isinstance(order, (tuple, list)) or len(order) not in (2, 3):
-                raise ValueError(f"Replay needs order = (out_shape, stride[, offset]), not {order!r}")
-            out_shape, stride = tuple(order[0]), tuple(order[1])
-            offset = order[2] if len(order) == 3 else 0
-            if not out_shape or not all(_is_int(d) and d > 0 for d in out_shape):
-                raise ValueError(f"Replay: order out_shape must be positive ints, not {order[0]!r}")
-            if len(stride) != len(out_shape) or not all(_is_int(s) for s in stride) \
-                    or not _is_int(offset):
-                raise ValueError(f"Replay: order needs one int stride per dimension and an int "
-                                 f"offset, not {order!r}")
+            check(isinstance(order, (tuple, list)) and len(order) in (2, 3), "Replay", "order",
+                  "(out_shape, stride) or (out_shape, stride, offset)", order)
+            out_shape = check_ints("Replay", "order out_shape", order[0], 1)
+            stride = check_ints("Replay", "order stride", order[1], length=len(out_shape))
+            offset = check_int("Replay", "order offset", order[2]) if len(order) == 3 else 0
             order = (out_shape, stride, offset)
         self.repeat = repeat
         self.expand_rank = expand_rank

@@ -9,8 +9,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..beat import beat_layout, beat_signature, stop_width
 from ..unit import ErrorCode, StatusSignature, raise_error
-from .interfaces import (AsyncReadSignature, ReleaseSignature, command_layout, desc_layout,
-                         entry_addr_width, entry_layout, id_width, stop_shape)
+from .interfaces import AsyncReadSignature, ReleaseSignature
 
 __all__ = ["ReplayEngine"]
 
@@ -29,23 +28,23 @@ class ReplayEngine(wiring.Component):
 
     Parameters
     ----------
-    pmu : stepforge.hdl.pmu.PMU
+    params : stepforge.hdl.pmu.params.PMUParams
     i : int
-        The read side (``pmu.readers[i]``).
+        The read side (``params.readers[i]``).
 
     Members
     -------
-    cmd : ``In(stream.Signature(command_layout(pmu, out_rank)))``
+    cmd : ``In(stream.Signature(params.command_layout(i)))``
         Commands from the controller.
-    out : ``Out(beat_signature(pmu.elem_type, out_rank))``
+    out : ``Out(beat_signature(params.elem_type, out_rank))``
         The replayed stream.
     halt : ``In(1)``
         The PMU has raised an error: take no more commands.
-    pending : ``In(pmu.blocks)``
+    pending : ``In(params.blocks)``
         This read side's pending bits (the buffers it still holds, by first block).
     finished : ``In(1)``, with several read sides only
         The controller has finished: sweep the pending bits.
-    rel : ``Out(ReleaseSignature(pmu))``
+    rel : ``Out(ReleaseSignature(params))``
         Release requests to the arbiter.
     desc_rd : ``Out(AsyncReadSignature(...))``
         Asynchronous read of the descriptor table (at the command's buffer).
@@ -58,13 +57,14 @@ class ReplayEngine(wiring.Component):
         waits or a sweep runs; ``stall_out`` while ``out`` is not taken. Error: ``BAD_BUFFER``.
     """
 
-    def __init__(self, pmu, i):
-        self.pmu, self.i = pmu, i
+    def __init__(self, params, i):
+        self.params, self.i = params, i
+        pmu = params
         self.cfg = cfg = pmu.readers[i]
         self.out_rank = cfg.out_rank(pmu.rank, pmu.b)
-        aw, idw = entry_addr_width(pmu), id_width(pmu)
+        aw, idw = pmu.entry_addr_width, pmu.id_width
         members = {
-            "cmd": In(stream.Signature(command_layout(pmu, self.out_rank))),
+            "cmd": In(stream.Signature(pmu.command_layout(i))),
             "out": Out(beat_signature(pmu.elem_type, self.out_rank, row_bound=pmu.row_bound)),
             "halt": In(1),
             "pending": In(pmu.blocks),
@@ -73,9 +73,9 @@ class ReplayEngine(wiring.Component):
             members["finished"] = In(1)
         members.update({
             "rel": Out(ReleaseSignature(pmu)),
-            "desc_rd": Out(AsyncReadSignature(idw, desc_layout(pmu))),
-            "data_rd": In(ReadPort.Signature(addr_width=aw, shape=entry_layout(pmu))),
-            "stop_rd": In(ReadPort.Signature(addr_width=aw, shape=stop_shape(pmu))),
+            "desc_rd": Out(AsyncReadSignature(idw, pmu.desc_layout())),
+            "data_rd": In(ReadPort.Signature(addr_width=aw, shape=pmu.entry_layout())),
+            "stop_rd": In(ReadPort.Signature(addr_width=aw, shape=pmu.stop_shape())),
         })
         if pmu.mode == "dynamic":
             members["next_rd"] = Out(AsyncReadSignature(idw, unsigned(idw)))
@@ -83,17 +83,17 @@ class ReplayEngine(wiring.Component):
         super().__init__(members)
 
     def __repr__(self):
-        return f"ReplayEngine({self.pmu!r}, {self.i})"
+        return f"ReplayEngine({self.params!r}, {self.i})"
 
     def elaborate(self, platform):
         m = Module()
-        pmu, cfg = self.pmu, self.cfg
+        pmu, cfg = self.params, self.cfg
         bsize = pmu.block_size
         c = self.cmd.payload
         pending, halt, out = self.pending, self.halt, self.out
         out_layout = beat_layout(pmu.elem_type, self.out_rank, row_bound=pmu.row_bound)
         lw = stop_width(self.out_rank)
-        id_w = id_width(pmu)
+        id_w = pmu.id_width
 
         act = Signal(name="active")
         e_replay = Signal(name="replay")
@@ -229,9 +229,9 @@ class ReplayEngine(wiring.Component):
         """Drive ``rd_addr``: along the block chain, or the affine walk of the read side's order
         (advanced on ``step``, restarted on ``start``). Returns the walk's stop (``S_k`` when
         the ``k`` innermost indices are at their last value; 0 without an order)."""
-        bsize = self.pmu.block_size
+        bsize = self.params.block_size
         walk_stop = Signal(lw, name="walk_stop")
-        if self.pmu.mode == "dynamic":
+        if self.params.mode == "dynamic":
             m.d.comb += self.next_rd.addr.eq(e_blk)
         if self.cfg.order is None:
             m.d.comb += rd_addr.eq(e_blk * bsize + e_off)

@@ -7,8 +7,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..beat import beat_layout, beat_signature
 from ..unit import ErrorCode, StatusSignature, raise_error
-from .interfaces import (AllocSignature, desc_layout, entry_addr_width, entry_layout, id_width,
-                         stop_shape)
+from .interfaces import AllocSignature
 
 __all__ = ["Writer"]
 
@@ -25,24 +24,24 @@ class Writer(wiring.Component):
 
     Parameters
     ----------
-    pmu : stepforge.hdl.pmu.PMU
-        The PMU it writes for (every size comes from it).
+    params : stepforge.hdl.pmu.params.PMUParams
+        The PMU's parameters (every size comes from them).
 
     Members
     -------
-    in0 : ``In(beat_signature(pmu.elem_type, pmu.rank))``
+    in0 : ``In(beat_signature(params.elem_type, params.rank))``
         The stream to bufferize.
-    refs : ``Out(beat_signature(pmu.buffer_type, pmu.rank - pmu.b))``
+    refs : ``Out(beat_signature(params.buffer_type, params.rank - params.b))``
         One buffer id per closed buffer.
     halt : ``In(1)``
         The PMU has raised an error: take nothing more.
-    alloc : ``Out(AllocSignature(pmu))``
+    alloc : ``Out(AllocSignature(params))``
         The free list.
     data_wr, stop_wr, desc_wr : ``In(WritePort.Signature(...))``
         Write ports of the data, stop and descriptor memories.
     next_wr : ``In(WritePort.Signature(...))``, ``mode="dynamic"`` only
         Write port of the ``next`` table chaining a buffer's blocks.
-    pend_set : ``Out(pmu.blocks)``
+    pend_set : ``Out(params.blocks)``
         One-hot: the buffer starting at this block closes this cycle (set its pending bits).
     status : ``Out(StatusSignature)``
         ``busy`` while a buffer is open or ``refs`` holds a beat; ``stall_in`` while an open
@@ -50,17 +49,17 @@ class Writer(wiring.Component):
         ``OVER_BOUND``, ``UNCLOSED_BUFFER``.
     """
 
-    def __init__(self, pmu):
-        self.pmu = pmu
-        aw, idw = entry_addr_width(pmu), id_width(pmu)
+    def __init__(self, params):
+        self.params = pmu = params
+        aw, idw = pmu.entry_addr_width, pmu.id_width
         members = {
             "in0": In(beat_signature(pmu.elem_type, pmu.rank, row_bound=pmu.row_bound)),
             "refs": Out(beat_signature(pmu.buffer_type, pmu.rank - pmu.b)),
             "halt": In(1),
             "alloc": Out(AllocSignature(pmu)),
-            "data_wr": In(WritePort.Signature(addr_width=aw, shape=entry_layout(pmu))),
-            "stop_wr": In(WritePort.Signature(addr_width=aw, shape=stop_shape(pmu))),
-            "desc_wr": In(WritePort.Signature(addr_width=idw, shape=desc_layout(pmu))),
+            "data_wr": In(WritePort.Signature(addr_width=aw, shape=pmu.entry_layout())),
+            "stop_wr": In(WritePort.Signature(addr_width=aw, shape=pmu.stop_shape())),
+            "desc_wr": In(WritePort.Signature(addr_width=idw, shape=pmu.desc_layout())),
         }
         if pmu.mode == "dynamic":
             members["next_wr"] = In(WritePort.Signature(addr_width=idw, shape=unsigned(idw)))
@@ -69,15 +68,15 @@ class Writer(wiring.Component):
         super().__init__(members)
 
     def __repr__(self):
-        return f"Writer({self.pmu!r})"
+        return f"Writer({self.params!r})"
 
     def elaborate(self, platform):
         m = Module()
-        pmu = self.pmu
+        pmu = self.params
         b, shape, bsize = pmu.b, pmu.shape, pmu.block_size
         i0 = self.in0
         p = i0.payload
-        idw = id_width(pmu)
+        idw = pmu.id_width
         refs_layout = beat_layout(pmu.buffer_type, pmu.rank - b)
         m.submodules.refs_fifo = refs_fifo = fifo.SyncFIFO(width=refs_layout.size, depth=2)
         m.d.comb += [self.refs.payload.eq(refs_fifo.r_data), self.refs.valid.eq(refs_fifo.r_rdy),
