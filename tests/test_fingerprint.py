@@ -46,6 +46,9 @@ def csr_bank(max_registers=64, registers=("a", "b"), width=8):
     return bank
 
 
+#: The memory ports of the MemoryModel variants.
+PORTS = {"read_ports": [(1, 8, 1)], "write_ports": [(2, 1, 0)]}
+
 #: unit -> (base arguments, [one-parameter changes]); each change must change the fingerprint
 VARIANTS = {
     StreamFIFO: ((8, 2), {}, [((9, 2), {}), ((8, 3), {}), ((8, 2), {"buffered": True})]),
@@ -66,22 +69,22 @@ VARIANTS = {
     LinearStoreUnit: ((placement(), 2), {}, [((placement(int16), 2), {}),
                                              ((placement(base=64), 2), {}),
                                              ((placement(), 1), {})]),
-    MemoryModel: ((CFG, 4096), {"read_ports": 1, "write_ports": 1},
-                  [((dataclasses.replace(CFG, mem_channels=2), 4096),
-                    {"read_ports": 1, "write_ports": 1}),
-                   ((dataclasses.replace(CFG, mem_bytes_per_channel=32), 4096),
-                    {"read_ports": 1, "write_ports": 1}),
-                   ((dataclasses.replace(CFG, mem_latency=2), 4096),
-                    {"read_ports": 1, "write_ports": 1}),
-                   ((CFG, 8192), {"read_ports": 1, "write_ports": 1}),
-                   ((CFG, 4096, b"\x01"), {"read_ports": 1, "write_ports": 1}),
-                   ((CFG, 4096), {"read_ports": 2, "write_ports": 1}),
-                   ((CFG, 4096), {"read_ports": 1, "write_ports": 2}),
-                   ((CFG, 4096), {"read_ports": 1, "write_ports": 1, "word_bytes": 4}),
-                   ((CFG, 4096), {"read_ports": 1, "write_ports": 1, "count_bits": 12}),
-                   ((CFG, 4096), {"read_ports": 1, "write_ports": 1, "max_segments": 4}),
-                   ((CFG, 4096), {"read_ports": 1, "write_ports": 1, "counter_bits": 40}),
-                   ((CFG, 4096), {"read_ports": 1, "write_ports": 1, "storage": "verilog"})]),
+    # 8 lanes of 8-byte words; the read burst of 8 one-word rows, one word apart, fills one line
+    # (max_segments=4: two)
+    MemoryModel: ((CFG, 4096), PORTS,
+                  [((dataclasses.replace(CFG, mem_channels=2), 4096), PORTS),
+                   ((dataclasses.replace(CFG, mem_bytes_per_channel=32), 4096), PORTS),
+                   ((dataclasses.replace(CFG, mem_latency=CFG.mem_latency + 1), 4096), PORTS),
+                   ((CFG, 8192), PORTS),
+                   ((CFG, 4096, b"\x01"), PORTS),
+                   ((CFG, 4096), {"read_ports": [(1, 8, 1)] * 2, "write_ports": [(2, 1, 0)]}),
+                   ((CFG, 4096), {"read_ports": [(1, 8, 1)], "write_ports": [(2, 1, 0)] * 2}),
+                   ((CFG, 4096), {"read_ports": [(1, 8, 2)], "write_ports": [(2, 1, 0)]}),
+                   ((CFG, 4096), {"read_ports": [(1, 8, 1)], "write_ports": [(3, 1, 0)]}),
+                   ((CFG, 4096), {**PORTS, "word_bytes": 4}),
+                   ((CFG, 4096), {**PORTS, "max_segments": 4}),
+                   ((CFG, 4096), {**PORTS, "counter_bits": 40}),
+                   ((CFG, 4096), {**PORTS, "storage": "verilog"})]),
 }
 
 
@@ -105,11 +108,14 @@ def test_every_parameter_changes_the_fingerprint(cls):
 
 def test_parameters_that_build_the_same_hardware_share_a_fingerprint():
     # 2 channels x 16 bytes and 4 channels x 8 bytes make the same 4-lane memory of 8-byte words
-    a = MemoryModel(dataclasses.replace(CFG, mem_channels=2), 4096)
-    b = MemoryModel(dataclasses.replace(CFG, mem_bytes_per_channel=8), 4096)
+    a = MemoryModel(dataclasses.replace(CFG, mem_channels=2), 4096, **PORTS)
+    b = MemoryModel(dataclasses.replace(CFG, mem_bytes_per_channel=8), 4096, **PORTS)
     assert digest(a) == digest(b)
-    assert rtlil_of(MemoryModel(dataclasses.replace(CFG, mem_channels=2), 4096)) == rtlil_of(
-        MemoryModel(dataclasses.replace(CFG, mem_bytes_per_channel=8), 4096))
+    assert rtlil_of(MemoryModel(dataclasses.replace(CFG, mem_channels=2), 4096, **PORTS)) == (
+        rtlil_of(MemoryModel(dataclasses.replace(CFG, mem_bytes_per_channel=8), 4096, **PORTS)))
+    # count_bits only bounds the ports' burst shapes (a request carries no count): same hardware
+    assert digest(MemoryModel(CFG, 4096, count_bits=12, **PORTS)) == digest(
+        MemoryModel(CFG, 4096, **PORTS))
 
 
 def test_csr_bank_registers_and_size_change_the_fingerprint():

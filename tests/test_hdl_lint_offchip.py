@@ -36,7 +36,7 @@ UNITS = {
 def system():
     """The four units sharing one memory (2 read and 2 write clients), stalls from the LFSR."""
     units = [make() for make in UNITS.values()]
-    mem = MemoryModel(CONFIG, SIZE, bytes(range(256)), read_ports=2, write_ports=2)
+    mem = MemoryModel.for_clients(CONFIG, SIZE, units, bytes(range(256)))
     bench = MemoryBench(units, mem, stall_p=0.1)
     ports = [mem.bytes_read, mem.bytes_written, bench.done]
     for u in units:
@@ -51,7 +51,8 @@ DESIGNS = ["memory", *UNITS, "system"]
 
 def build(name):
     if name == "memory":
-        return MemoryModel(CONFIG, SIZE, bytes(range(64)), read_ports=2, write_ports=1), None
+        return MemoryModel(CONFIG, SIZE, bytes(range(64)), read_ports=[(1, 4, 4), (8, 2, 12)],
+                           write_ports=[(3, 1, 0)]), None
     if name == "system":
         return system()
     return UNITS[name](), None
@@ -78,17 +79,31 @@ def test_system_ports_are_named():
     for port in ("bytes_read", "bytes_written", "bench_done", "out__payload", "ack__valid",
                  "in0__ready"):
         assert port in verilog
-    # the memory is four channels x 16 B of 8-byte words: eight lane memories of 64-bit words,
-    # preloaded in the Verilog itself (the back door a Verilated run starts from)
-    assert verilog.count("reg [63:0] ") >= 8
-    assert "lane0[0] = 64'h0706050403020100;" in verilog
-    assert "lane7[0] = 64'h3f3e3d3c3b3a3938;" in verilog
+    # the memory is four channels x 16 B of 8-byte words: eight lane memories of 64 rows of
+    # 64-bit words, preloaded in the Verilog itself (the back door a Verilated run starts from):
+    # word w in lane w % 8, row w // 8
+    lanes = [lane_module(verilog, "system", j) for j in range(8)]
+    assert "module \\system.memory.lane8 " not in verilog
+    assert all("reg [63:0] ram [63:0];" in lane for lane in lanes)
+    assert "ram[0] = 64'h0706050403020100;" in lanes[0]
+    assert "ram[1] = 64'h4746454443424140;" in lanes[0]
+    assert "ram[0] = 64'h3f3e3d3c3b3a3938;" in lanes[7]
+
+
+def lane_module(verilog, top, j):
+    """The text of the Verilog module of lane ``j`` of ``top``'s memory."""
+    start = verilog.index(f"module \\{top}.memory.lane{j} ")
+    return verilog[start:verilog.index("endmodule", start)]
 
 
 def test_memory_ports_for_a_verilated_testbench():
     verilog = verilog_of("memory")
     for decl in ("input [8:0] debug__addr;", "input debug__we;", "input [63:0] debug__wdata;",
                  "input debug__re;", "output [63:0] debug__rdata;", "output debug__rvalid;",
-                 "input stall;", "output [47:0] bytes_read;", "input [49:0] read__0__req__payload;",
-                 "output [511:0] read__1__resp__data;", "input [511:0] write__0__data__payload;"):
+                 "input stall;", "output [47:0] bytes_read;",
+                 # a request is its first word's address (the burst shape is the port's)
+                 "input [8:0] read0__req__payload;", "output read0__req__ready;",
+                 "output [3:0] read1__resp__count;", "output [511:0] read1__resp__data;",
+                 "output read1__resp__last;", "input [511:0] write0__data__payload;",
+                 "output write0__data__ready;"):
         assert decl in verilog, decl
