@@ -233,6 +233,17 @@ def _summary(path):
     return f"{src.strip()} -> {sink.strip()} ({split.strip()})"
 
 
+def _steps(path):
+    """The critical path as one line per cell: delay so far and the cell's (shortened) name."""
+    out = []
+    for x in path:
+        m = re.match(r"Info:\s+(logic|clk-to-q|setup)\s+(\S+)\s+(\S+)\s+Source\s+(\S+)", x)
+        if m:
+            kind, _, total, cell = m.groups()
+            out.append(f"{kind:8} {total:>6} ns  {cell[:90]}")
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", choices=UNITS, action="append", help="one unit (repeatable)")
@@ -259,8 +270,8 @@ def main(argv=None):
             print(f"{kind} {target}: {u!r}", file=sys.stderr)
             for s, p in enumerate(r["paths"], 1):
                 print(f"  seed {s}: {_summary(p)}", file=sys.stderr)
-                if args.paths:
-                    print("\n".join("    " + x for x in p), file=sys.stderr)
+                for x in _steps(p):
+                    print("    " + x, file=sys.stderr)
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
     print("  ".join(h.ljust(w) for h, w in zip(header, widths)))
     for r in rows:

@@ -431,7 +431,8 @@ class PCU(wiring.Component):
         for node, d in zip(nodes, lat):
             node.latency = d
         self._delay = {id(e): d for e, d in zip(timed, delay)}
-        self.latency = sum(lat)
+        # a merged accumulator is emitted from its register, a stage after its last sum
+        self.latency = sum(lat) + (self._merged is not None)
 
     @staticmethod
     def _safe(lat, delay, mins, issue_reads, late_reads, out_reads):
@@ -629,23 +630,34 @@ class PCU(wiring.Component):
                             with m.If(step == end):
                                 m.d.sync += step.eq(node.start + node.steps)
 
-        # the output stage: a beat's last step, ``latency`` pipeline moves later
+        # the output stage: a beat's last step, ``latency`` pipeline moves later; the
+        # accumulator's stage: the same, or (merged) the stage before
+        merged = self._merged is not None
         ctrl = {"hd": hd, "stop": s, "last": last, "emit": emit}
         if self._count is not None:
             ctrl["rows"] = self._count
-        at_valid, busy = run & final, 0
+        clear = Signal(name="acc_clear")  # merged: the accumulator holds init, not its register
+        stages = [(run & final, ctrl)]
         for k in range(1, self.latency + 1):
             v = Signal(name=f"out_stage{k}")
+            fields = dict(stages[-1][1])
+            if merged and k == self.latency:
+                fields["clear"] = clear
             regs = {f: Signal(Value.cast(x).shape(), name=f"out_stage{k}_{f}", reset_less=True)
-                    for f, x in ctrl.items()}
+                    for f, x in fields.items()}
             with m.If(pipe_en):
-                m.d.sync += [v.eq(at_valid)] + [regs[f].eq(ctrl[f]) for f in ctrl]
-            at_valid, ctrl, busy = v, regs, busy | v
-        done = Signal(name="done")  # the output stage completes a beat
+                m.d.sync += [v.eq(stages[-1][0])] + [regs[f].eq(fields[f]) for f in fields]
+            stages.append((v, regs))
+        out_at, ctrl = stages[-1]
+        acc_at, acc_ctrl = stages[-2] if merged else stages[-1]
+        done = Signal(name="done")          # the output stage completes a beat
+        acc_done = Signal(name="acc_done")  # the accumulator's stage completes a beat
         m.d.comb += [
-            pipe_en.eq(~(at_valid & ctrl["emit"] & out_valid & ~o.ready)),
-            done.eq(at_valid & pipe_en),
+            pipe_en.eq(~(out_at & ctrl["emit"] & out_valid & ~o.ready)),
+            done.eq(out_at & pipe_en),
+            acc_done.eq(acc_at & pipe_en),
         ]
+        busy = Cat(*(v for v, _ in stages[1:])).any()
         self._out_rows = ctrl.get("rows")
 
         if self.retile is not None:
@@ -664,7 +676,23 @@ class PCU(wiring.Component):
                 init_vals = self._init_values(self.init)
             args = ([acc_regs] if acc_regs is not None else []) + list(stream_args)
             issue = Issue(step, run & hd, pipe_en, family)
-            result_if_data = self._elaborate_graph(m, issue, args, acc_regs)
+            clear_next = Signal(name="acc_clear_next")
+            if merged:  # the sums of a fibre start from init while ``clear``
+                m.d.comb += clear_next.eq(clear)
+                with m.If(acc_done):
+                    with m.If(acc_ctrl["stop"] >= self.b):
+                        m.d.comb += clear_next.eq(1)
+                    with m.Elif(acc_ctrl["hd"]):
+                        m.d.comb += clear_next.eq(0)
+                m.d.sync += clear.eq(clear_next)
+            result_if_data = self._elaborate_graph(m, issue, args, acc_regs,
+                                                   (init_vals, (clear, clear_next)))
+            if merged:
+                # the beat's sum is in the register now; a stop-only beat emits what the
+                # fibre holds (init while ``clear``)
+                result_if_data = acc_regs = HTile(acc_regs.dtype, [
+                    [Mux(~ctrl["hd"] & ctrl["clear"], i, r) for i, r in zip(irow, rrow)]
+                    for irow, rrow in zip(init_vals.elems, acc_regs.elems)])
 
         # the output beat
         data = out_buf.data
@@ -686,7 +714,7 @@ class PCU(wiring.Component):
             else:
                 m.d.sync += [out_buf.has_data.eq(ctrl["hd"]), out_buf.stop.eq(ctrl["stop"])]
                 m.d.sync += self._assign(data, result_if_data, self.out_type)
-        if acc_regs is not None:
+        if acc_regs is not None and not merged:
             with m.If(done):
                 with m.If(ctrl["stop"] >= self.b):
                     m.d.sync += self._assign_value(acc_regs, init_vals)
@@ -751,9 +779,11 @@ class PCU(wiring.Component):
         return [view.rows.eq(rows)] + _assign_tile(
             view.data, [[Mux(rows > i, e, 0) for e in row] for i, row in enumerate(value.elems)])
 
-    def _elaborate_graph(self, m, issue, args, acc_regs):
+    def _elaborate_graph(self, m, issue, args, acc_regs, restart):
         """Build every node, each issuing its steps :attr:`_delay` pipeline moves after
-        ``issue`` (the sequencer's); return the function's value as seen at the output stage."""
+        ``issue`` (the sequencer's); return the function's value as seen at the output stage
+        (merged: as written into the accumulator; ``restart`` is ``(init, (clear,
+        clear_next))``, see :meth:`MatmulNode.elaborate`)."""
         timed = [e for e in self._order if id(e) in self._nodes]
         last = timed[-1] if timed else None
         delayed = [issue]
@@ -780,7 +810,9 @@ class PCU(wiring.Component):
                 else:
                     operands = [values[id(a)] for a in e.args]
                 keep = not (e is last and node.steps == 1)
-                extra = {"acc_reg": acc_regs} if id(e) == self._merged else {}
+                extra = {}
+                if id(e) == self._merged:
+                    extra = {"acc_reg": acc_regs, "acc_init": restart[0], "acc_clear": restart[1]}
                 nxt = node.elaborate(m, delayed[self._delay[id(e)]], operands, start=node.start,
                                      keep_reg=keep, **extra)
                 values[id(e)] = node.reg

@@ -656,9 +656,12 @@ class MatmulNode(_Node):
             return kk, i * N + j
         return divmod(p, M * N)
 
-    def elaborate(self, m, issue, operands, *, start, keep_reg=True, acc_reg=None):
-        """As :meth:`ElementwiseNode.elaborate`; ``acc_reg`` (``mac`` only) is the PCU's
-        accumulator, used as the node's register (the sums start from it in every step)."""
+    def elaborate(self, m, issue, operands, *, start, keep_reg=True, acc_reg=None, acc_init=None,
+                  acc_clear=None):
+        """As :meth:`ElementwiseNode.elaborate`. ``acc_reg`` (``mac`` only) is the PCU's
+        accumulator, used as the node's register: an output's first sum of a beat starts from it,
+        or from ``acc_init`` while ``acc_clear`` (a pair: the flag, and its value in the next
+        cycle) says the accumulator was reset."""
         self.start = start
         M, N, U = self.m, self.n, self.multipliers
         self._alloc(self.out_dtype, M, N, self.name, keep_reg or self.steps > 1, reg=acc_reg)
@@ -680,10 +683,13 @@ class MatmulNode(_Node):
                         for u, kk in units:
                             bv = b.at(j, kk) if self.transpose_b else b.at(kk, j)
                             m.d.comb += [ma[u].eq(a.at(i, kk)), mb[u].eq(bv)]
+        stages = [issue]  # the issue, then one stage per pipeline register
         if piped:
+            for k in range(1, self.latency + 1):
+                stages.append(stages[-1].later(m, 1, f"{self.name}_d{k}"))
             prod = [pipelined_product(m, ma[u], mb[u], pw, issue.enable, f"{self.name}_m{u}",
                                       issue.family) for u in range(U)]
-            at = issue.later(m, 2, f"{self.name}_p")
+            at = stages[2]
         else:
             prod = []
             for u in range(U):
@@ -695,25 +701,49 @@ class MatmulNode(_Node):
         for level in range(self.levels):
             terms = {o: self._tree_level(m, ts, W, f"{self.name}_o{o}_t{level}", piped, issue.enable)
                      for o, ts in terms.items()}
-            if piped:
-                at = at.later(m, 1, f"{self.name}_t{level}")
-        first = {}
-        for c, contrib in enumerate(self.plan):
-            for o in contrib:
-                first.setdefault(o, c)
-        with m.Switch(at.step):
-            for c, contrib in enumerate(self.plan):
-                with m.Case(start + c):
-                    for o in contrib:
-                        i, j = divmod(o, N)
-                        if acc_reg is not None or first[o] != c:
-                            base = self.reg.elems[i][j]
-                        else:
-                            base = acc.at(i, j) if acc is not None else Const(0, signed(W))
-                        (total,) = terms[o]
-                        m.d.comb += self.nxt.elems[i][j].eq(wrap(base + total, W))
+        at = stages[-1]
+        # one adder per output: the running sum, or at the output's first step of a beat its
+        # start (the accumulator, init, the fused operand or 0), plus this step's products
+        for o in range(M * N):
+            i, j = divmod(o, N)
+            active = [c for c, contrib in enumerate(self.plan) if o in contrib]
+            if acc_reg is not None:
+                base = Mux(self._fresh(m, stages, active[0], acc_clear, f"{self.name}_f{o}"),
+                           acc_init.elems[i][j], self.reg.elems[i][j])
+            else:
+                start_v = acc.at(i, j) if acc is not None else Const(0, signed(W))
+                if len(active) == 1:
+                    base = start_v
+                else:
+                    base = Mux(self._fresh(m, stages, active[0], None, f"{self.name}_f{o}"),
+                               start_v, self.reg.elems[i][j])
+            (total,) = terms[o]
+            total_o = Signal(signed(W), name=f"{self.name}_s{o}")
+            m.d.comb += total_o.eq(base + total)
+            if len(active) == self.steps or self.reg is None:
+                m.d.comb += self.nxt.elems[i][j].eq(total_o)
+            else:  # the output holds in the steps that do not add to it
+                with m.Switch(at.step):
+                    with m.Case(*(start + c for c in active)):
+                        m.d.comb += self.nxt.elems[i][j].eq(total_o)
         self._write(m, at)
         return self.nxt
+
+    def _fresh(self, m, stages, first, clear, name):
+        """Whether the sum being written starts afresh: the write stage is at step ``first``
+        (and, with ``clear``, the accumulator was reset). Pipelined, it is a register of its own
+        (per output, so each drives one sum's bits), set from the stage before."""
+        if len(stages) == 1:
+            cond = stages[0].step == self.start + first
+            return cond & clear[0] if clear is not None else cond
+        prev = stages[-2]
+        cond = prev.step == self.start + first
+        if clear is not None:
+            cond = cond & clear[1]
+        fresh = Signal(name=name)
+        with m.If(prev.enable):
+            m.d.sync += fresh.eq(cond)
+        return fresh
 
     def _terms(self, m, at, prod, pw):
         """Each output's tree inputs: a product, or a multiplexer of the products the output gets
