@@ -42,8 +42,9 @@ class BroadcastUnit(wiring.Component):
     out0, out1, ... : ``Out(beat_signature(elem_type, rank))``
         One copy of the stream each.
     status : ``Out(StatusSignature)``
-        ``busy`` while a beat is offered or buffered; ``stall_out`` while some output holds a beat
-        its consumer does not take; never raises ``error``.
+        ``busy`` while a beat is offered or buffered; ``stall_in`` while ``in0`` offers nothing
+        before its ``Done``; ``stall_out`` while some output holds a beat its consumer does not
+        take; never raises ``error``.
 
     Raises
     ------
@@ -89,9 +90,12 @@ class BroadcastUnit(wiring.Component):
         for q in fifos[1:]:
             buffered = buffered | (q.level != 0)
             stall_out = stall_out | (q.o.valid & ~q.o.ready)
+        ended = Signal(name="ended")  # in0's Done was taken: the unit waits for nothing more
+        with m.If(i.valid & i.ready & i.payload.last):
+            m.d.sync += ended.eq(1)
         m.d.comb += [
             self.status.busy.eq(i.valid | buffered),
-            self.status.stall_in.eq(~i.valid),
+            self.status.stall_in.eq(~i.valid & ~ended),
             self.status.stall_out.eq(stall_out),
         ]
         return m
