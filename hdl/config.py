@@ -5,7 +5,10 @@ from dataclasses import dataclass
 
 from ..compiler.types import DType, fp32, int8, int16, int32
 
-__all__ = ["HardwareConfig"]
+__all__ = ["HardwareConfig", "FAMILIES"]
+
+#: The FPGA families a :class:`HardwareConfig` can organize its block RAMs for.
+FAMILIES = (None, "ecp5", "ice40")
 
 
 def _check_int(name, value, minimum, what=None):
@@ -49,6 +52,12 @@ class HardwareConfig:
         Cycles from a memory request to its data (``>= 0``).
     clock_hz : int
         Target clock frequency in Hz (``>= 1``).
+    family : {None, "ecp5", "ice40"}
+        The FPGA family the memory's block RAMs are organized for (None: a generic RAM per
+        lane). ``"ecp5"`` cuts each lane into bit slices as wide as a ``DP16KD`` of the lane's
+        depth holds (18 bits up to 1,024 rows, 9 up to 2,048, 4, 2, 1), so no multiplexer of
+        block RAM outputs sits on the read path; ``"ice40"`` keeps whole words (a 16-bit lane
+        maps to ``SB_SPRAM256KA``).
 
     Every parameter after ``dtype`` defaults to the value of the :meth:`sim` preset.
 
@@ -69,6 +78,7 @@ class HardwareConfig:
     mem_bytes_per_channel: int = 16
     mem_latency: int = 4
     clock_hz: int = 100_000_000
+    family: str | None = None
 
     def __post_init__(self):
         _check_int("tile_rows", self.tile_rows, 1)
@@ -97,6 +107,9 @@ class HardwareConfig:
         _check_int("mem_bytes_per_channel", self.mem_bytes_per_channel, 1)
         _check_int("mem_latency", self.mem_latency, 0)
         _check_int("clock_hz", self.clock_hz, 1)
+        if self.family not in FAMILIES:
+            raise ValueError(f"HardwareConfig.family must be one of "
+                             f"{', '.join(map(repr, FAMILIES))}, not {self.family!r}")
 
     @property
     def tile_elems(self):
@@ -151,7 +164,7 @@ class HardwareConfig:
         return cls(tile_rows=2, tile_cols=2, dtype=dtype, acc_dtype=int32,
                    pcu_lanes=2, pcu_multipliers=8, fifo_depth=2,
                    mem_channels=4, mem_bytes_per_channel=2, mem_latency=4,
-                   clock_hz=12_000_000)
+                   clock_hz=12_000_000, family="ice40")
 
     @classmethod
     def ecp5_85f(cls):
@@ -166,5 +179,5 @@ class HardwareConfig:
         """
         return cls(tile_rows=4, tile_cols=4, dtype=int16, acc_dtype=int32,
                    pcu_lanes=4, pcu_multipliers=16, fifo_depth=2,
-                   mem_channels=2, mem_bytes_per_channel=8, mem_latency=4,
-                   clock_hz=50_000_000)
+                   mem_channels=2, mem_bytes_per_channel=8, mem_latency=5,
+                   clock_hz=50_000_000, family="ecp5")

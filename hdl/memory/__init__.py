@@ -46,10 +46,12 @@ Every stage is registered, so no path runs from a client through the arbiter to 
 2. **Grant** (:class:`~stepforge.hdl.memory.arbiter.RoundRobin`): one line per cycle, round robin
    over the clients with a line ready (and, for a writer, its data), into the stage-S register.
 3. **Storage**: the lanes read or write their rows; a read is registered in the block RAM and
-   once more after the multiplexer of a lane's block RAMs (two cycles).
+   once more in flip-flops fed straight by it (two cycles; three for a lane of several block
+   RAM banks, whose outputs are multiplexed in a cycle of their own).
 4. **Gather**: each response word selects its lane, into the response register.
 
-``mem_latency`` (at least :data:`PIPELINE_LATENCY` = 4) is the cycles from grant to response;
+``mem_latency`` (at least :data:`PIPELINE_LATENCY` = 4, or 5 with banked lanes) is the cycles
+from grant to response;
 a larger value adds register stages after the gather (a DRAM-like latency for simulation).
 ``stall`` blocks every grant in a cycle (tests drive it at random to model contention).
 
@@ -66,7 +68,7 @@ simulator :func:`backdoor_read` / :func:`backdoor_write` reach the storage in ze
 from .arbiter import RoundRobin
 from .geometry import MemoryGeometry, check_count, index_shape, quiet_on_error
 from .host import array_from_bytes, array_to_bytes, backdoor_read, backdoor_write
-from .lane_ram import LaneRAM, lane_ram_verilog
+from .lane_ram import LaneOrganization, LaneRAM, lane_ram_verilog, organize
 from .lines import LineGenerator, LineLayout, line_tables
 from .model import PIPELINE_LATENCY, MemoryModel
 from .placement import TensorPlacement
@@ -78,6 +80,7 @@ LANE_RAM_VERILOG = lane_ram_verilog(zero_init=True)
 
 __all__ = ["MemoryGeometry", "MemoryPort", "ResponseSignature", "DebugSignature", "MemoryModel",
            "TensorPlacement", "LineGenerator", "LineLayout", "RoundRobin", "LaneRAM",
+           "LaneOrganization", "organize",
            "PIPELINE_LATENCY", "LANE_RAM_VERILOG", "lane_ram_verilog", "line_tables",
            "array_to_bytes", "array_from_bytes", "backdoor_read", "backdoor_write",
            "index_shape", "quiet_on_error", "check_count"]

@@ -1,4 +1,6 @@
-"""One lane of the memory's storage: a single-port RAM with a registered read."""
+"""One lane of the memory's storage: a single-port RAM organized for the FPGA's block RAM."""
+
+from dataclasses import dataclass
 
 from amaranth.hdl import ClockSignal, Instance, MemoryData, Module, Signal, unsigned
 from amaranth.lib import wiring
@@ -6,25 +8,66 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
-__all__ = ["LaneRAM", "lane_ram_verilog", "LANE_RAM_MODULE", "LANE_RAM_LATENCY"]
-
-#: Cycles from a lane's address to its word on ``rdata``.
-LANE_RAM_LATENCY = 2
+__all__ = ["LaneRAM", "LaneOrganization", "lane_ram_verilog", "organize", "LANE_RAM_MODULE",
+           "DP16KD_SHAPES"]
 
 #: Name of the Verilog module of :func:`lane_ram_verilog`.
 LANE_RAM_MODULE = "stepforge_lane_ram"
+
+#: ECP5 ``DP16KD`` single-port organizations: (data bits, rows).
+DP16KD_SHAPES = ((18, 1024), (9, 2048), (4, 4096), (2, 8192), (1, 16384))
+
+
+@dataclass(frozen=True)
+class LaneOrganization:
+    """How a lane of ``width`` bits and ``depth`` rows is cut into block RAMs.
+
+    ``slice`` bits wide and ``rows`` deep each; ``banks = ceil(depth / rows)`` of them deep and
+    ``ceil(width / slice)`` wide. ``latency`` is the lane's read latency: 2 (the block RAM's
+    register, then one flip-flop fed straight by it) for one bank; 3 for several (each bank's
+    output in a flip-flop, then the bank multiplexer into the output register), so no logic
+    ever follows a block RAM's slow output (5.8 ns on ECP5 speed 6) in the same cycle.
+    """
+    slice: int
+    rows: int
+    banks: int
+    blocks: int
+
+    @property
+    def latency(self):
+        return 2 if self.banks == 1 else 3
+
+
+def organize(family, width, depth):
+    """The :class:`LaneOrganization` of a lane for ``family``.
+
+    On ECP5 the ``DP16KD`` organization (:data:`DP16KD_SHAPES`) that needs the fewest block
+    RAMs, then the fewest banks: a 32-bit lane of 4,096 rows is eight 4-bit slices one bank
+    deep (no bank multiplexer); of 4,200 rows, two 18-bit slices five banks deep (10 instead of
+    16). Elsewhere the whole word in one bank (a 16-bit iCE40 lane maps to ``SB_SPRAM256KA``).
+    """
+    if family == "ecp5":
+        best = None
+        for bits, rows in DP16KD_SHAPES:
+            bits = min(bits, width)
+            banks = -(-depth // rows)
+            cost = (-(-width // bits) * banks, banks)
+            if best is None or cost < best[0]:
+                best = (cost, LaneOrganization(bits, min(rows, depth) if banks == 1 else rows,
+                                               banks, cost[0]))
+        return best[1]
+    return LaneOrganization(width, depth, 1, 1)
 
 
 def lane_ram_verilog(zero_init=True):
     """The Verilog of the storage of one lane for ``storage="verilog"``.
 
-    A single-port RAM with a registered read that keeps its value in a cycle that writes
-    ("no change": the memory never uses a lane's read in the cycle it writes that lane), and one
-    more register after it: a deep lane is several block RAMs whose outputs are multiplexed
-    (eight ``DP16KD`` for 4,096 rows of 32 bits), and a block RAM's output without its own
-    register is slow (5.6 ns on ECP5 speed 6), so the multiplexer ends in a flip-flop. Yosys
-    maps it to block RAM (``DP16KD``, ``SB_RAM40_4K``) and, 16 bits wide and without initial
-    contents, to iCE40 ``SB_SPRAM256KA``, whose read port behaves that way.
+    ``BANKS x ceil(WIDTH / SLICE)`` single-port RAMs of ``ROWS x SLICE`` bits (the
+    :class:`LaneOrganization`), each with a registered read that keeps its value in a cycle that
+    writes it ("no change": the memory never uses a lane's read in the cycle it writes the lane;
+    ``DP16KD`` and iCE40 ``SB_SPRAM256KA`` read ports behave that way), then flip-flops fed
+    straight by the block RAMs and, with several banks, the bank multiplexer into one more
+    register. Yosys maps each RAM to one block RAM.
 
     Amaranth writes every initial word of a ``lib.memory`` into its Verilog, so a memory of
     hundreds of kilobytes would make a Verilog file of hundreds of thousands of lines; this module
@@ -32,32 +75,71 @@ def lane_ram_verilog(zero_init=True):
     board build leaves them uninitialized (SPRAM has no initial contents).
     Append the text to the design's Verilog.
     """
-    init = """
-  integer i;
-  initial begin
-    for (i = 0; i < DEPTH; i = i + 1) mem[i] = {WIDTH{1'b0}};
-    rdata_q = {WIDTH{1'b0}};
-    rdata_qq = {WIDTH{1'b0}};
-  end""" if zero_init else ""
+    def init(body):
+        return f"\n    initial begin\n{body}    end" if zero_init else ""
+    ram_init = init("      for (i = 0; i < ROWS; i = i + 1) mem[i] = {SLICE{1'b0}};\n"
+                    "      q = {SLICE{1'b0}};\n")
+    out_init = init("      rdata_q = {WIDTH{1'b0}};\n      bank_q = 0;\n      bank_qq = 0;\n")
+    bank_init = init("      held = {WIDTH{1'b0}};\n")
+    declare_i = "\n      integer i;" if zero_init else ""
     return f"""
-module {LANE_RAM_MODULE} #(parameter WIDTH = 64, parameter DEPTH = 16, parameter AW = 4) (
+module {LANE_RAM_MODULE} #(parameter WIDTH = 64, parameter DEPTH = 16, parameter AW = 4,
+                           parameter SLICE = 64, parameter ROWS = 16, parameter BANKS = 1) (
   input clk, input [AW-1:0] addr, input [WIDTH-1:0] wdata, input we, output [WIDTH-1:0] rdata);
-  reg [WIDTH-1:0] mem [0:DEPTH-1];
+  localparam N = (WIDTH + SLICE - 1) / SLICE;
+  localparam RB = ROWS > 1 ? $clog2(ROWS) : 1;
+  localparam BB = BANKS > 1 ? $clog2(BANKS) : 1;
+  wire [N*SLICE-1:0] wpad;
+  assign wpad[WIDTH-1:0] = wdata;
+  generate if (N*SLICE > WIDTH) begin : pad
+    assign wpad[N*SLICE-1:WIDTH] = {{(N*SLICE-WIDTH){{1'b0}}}};
+  end endgenerate
+  wire [RB-1:0] row;
+  wire [BB-1:0] bank;
+  generate if (BANKS > 1) begin : banked   // ROWS is a power of two
+    assign row = addr[RB-1:0];
+    assign bank = addr[AW-1:RB];
+  end else begin : single
+    assign row = addr;
+    assign bank = 0;
+  end endgenerate
+  wire [BANKS*WIDTH-1:0] bank_words;
   reg [WIDTH-1:0] rdata_q;
-  reg [WIDTH-1:0] rdata_qq;{init}
+  reg [BB-1:0] bank_q;
+  reg [BB-1:0] bank_qq;{out_init}
+  genvar b, s;
+  generate for (b = 0; b < BANKS; b = b + 1) begin : bank_
+    wire [N*SLICE-1:0] q_all;
+    for (s = 0; s < N; s = s + 1) begin : slice{declare_i}
+      reg [SLICE-1:0] mem [0:ROWS-1];
+      reg [SLICE-1:0] q;{ram_init}
+      always @(posedge clk) begin
+        if (we && bank == b) mem[row] <= wpad[s*SLICE +: SLICE];
+        else q <= mem[row];
+      end
+      assign q_all[s*SLICE +: SLICE] = q;
+    end
+    if (BANKS > 1) begin : hold
+      reg [WIDTH-1:0] held;{bank_init}
+      always @(posedge clk) held <= q_all[WIDTH-1:0];
+      assign bank_words[b*WIDTH +: WIDTH] = held;
+    end else begin : direct
+      assign bank_words[b*WIDTH +: WIDTH] = q_all[WIDTH-1:0];
+    end
+  end endgenerate
   always @(posedge clk) begin
-    if (we) mem[addr] <= wdata;
-    else rdata_q <= mem[addr];
-    rdata_qq <= rdata_q;
+    bank_q <= bank;
+    bank_qq <= bank_q;
+    rdata_q <= bank_words[(BANKS > 1 ? bank_qq : 0)*WIDTH +: WIDTH];
   end
-  assign rdata = rdata_qq;
+  assign rdata = rdata_q;
 endmodule
 """
 
 
 class LaneRAM(wiring.Component):
     """The storage of one memory lane: ``depth`` words, one access per cycle, read in
-    :data:`LANE_RAM_LATENCY` cycles.
+    :attr:`latency` cycles.
 
     Parameters
     ----------
@@ -66,6 +148,9 @@ class LaneRAM(wiring.Component):
     storage : {"amaranth", "verilog"}
         ``"amaranth"``: a :class:`~amaranth.lib.memory.Memory`; ``"verilog"``: an instance of
         :func:`lane_ram_verilog`'s module.
+    family : {None, "ecp5", "ice40"}
+        Organize the RAM for this FPGA family's block RAM (:func:`organize`); the Amaranth
+        storage has the same latency.
 
     Members
     -------
@@ -74,35 +159,49 @@ class LaneRAM(wiring.Component):
     we : ``In(1)``
     wdata : ``In(width)``
     rdata : ``Out(width)``
-        The row addressed two cycles earlier, if that cycle did not write (else the word before).
+        The row addressed :attr:`latency` cycles earlier, if that cycle did not write (else the
+        word before).
     """
 
-    def __init__(self, data, storage):
+    def __init__(self, data, storage, family=None):
         if not isinstance(data, MemoryData):
             raise TypeError(f"LaneRAM data must be a MemoryData, not {data!r}")
         if storage not in ("amaranth", "verilog"):
             raise ValueError(f"LaneRAM storage must be 'amaranth' or 'verilog', not {storage!r}")
-        self.data, self.storage = data, storage
+        self.data, self.storage, self.family = data, storage, family
         width = data.shape.width
+        self.organization = organize(family, width, data.depth)
         self.addr_bits = max(1, ceil_log2(data.depth))
         super().__init__({"addr": In(unsigned(self.addr_bits)), "we": In(1),
                           "wdata": In(width), "rdata": Out(width)})
 
+    @property
+    def latency(self):
+        """Cycles from ``addr`` to ``rdata``."""
+        return self.organization.latency
+
     def __repr__(self):
-        return f"LaneRAM({self.data!r}, {self.storage!r})"
+        return f"LaneRAM({self.data!r}, {self.storage!r}, {self.family!r})"
 
     def elaborate(self, platform):
         m = Module()
+        org = self.organization
         if self.storage == "verilog":
             m.submodules.ram = Instance(
                 LANE_RAM_MODULE, p_WIDTH=self.data.shape.width, p_DEPTH=self.data.depth,
-                p_AW=self.addr_bits, i_clk=ClockSignal(), i_addr=self.addr, i_wdata=self.wdata,
-                i_we=self.we, o_rdata=self.rdata)
+                p_AW=self.addr_bits, p_SLICE=org.slice, p_ROWS=org.rows, p_BANKS=org.banks,
+                i_clk=ClockSignal(), i_addr=self.addr, i_wdata=self.wdata, i_we=self.we,
+                o_rdata=self.rdata)
             return m
         m.submodules.ram = mem = Memory(self.data)
         wr = mem.write_port()
         rd = mem.read_port(domain="sync")
         m.d.comb += [wr.addr.eq(self.addr), wr.data.eq(self.wdata), wr.en.eq(self.we),
                      rd.addr.eq(self.addr), rd.en.eq(~self.we)]
-        m.d.sync += self.rdata.eq(rd.data)
+        word = rd.data
+        for k in range(1, self.latency):
+            nxt = Signal.like(self.rdata, name=f"rdata_stage{k}")
+            m.d.sync += nxt.eq(word)
+            word = nxt
+        m.d.comb += self.rdata.eq(word)
         return m

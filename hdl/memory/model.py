@@ -7,15 +7,17 @@ from amaranth.lib.wiring import In, Out
 from ..config import HardwareConfig
 from .arbiter import RoundRobin
 from .geometry import MemoryGeometry, check_count, index_shape, quiet_on_error
-from .lane_ram import LANE_RAM_LATENCY, LaneRAM
+from .lane_ram import LaneRAM, organize
 from .lines import LineGenerator, LineLayout
 from .port import DebugSignature, MemoryPort, ResponseSignature
 
 __all__ = ["MemoryModel", "PIPELINE_LATENCY"]
 
-#: Cycles from a line's grant to its data on ``resp`` without added delay: the granted line's
-#: register, the lane RAM's read (:data:`LANE_RAM_LATENCY`), the gathered line's register.
-PIPELINE_LATENCY = 2 + LANE_RAM_LATENCY
+#: Cycles from a line's grant to its data on ``resp`` without added delay, for lanes of one
+#: block RAM bank: the granted line's register, the lane RAM's read (2,
+#: :class:`~stepforge.hdl.memory.lane_ram.LaneOrganization`), the gathered line's register. A
+#: lane of several banks adds one (:attr:`MemoryModel.pipeline_latency`).
+PIPELINE_LATENCY = 4
 
 
 def _pick(values, index):
@@ -32,7 +34,7 @@ class MemoryModel(wiring.Component):
     ----------
     config : HardwareConfig
         ``mem_channels``, ``mem_bytes_per_channel`` and ``mem_latency`` shape the memory;
-        ``mem_latency`` must be at least :data:`PIPELINE_LATENCY`.
+        ``mem_latency`` must be at least :attr:`pipeline_latency`.
     size_bytes : int
         Capacity (rounded up to whole words).
     init : bytes-like or sequence of int, optional
@@ -73,9 +75,14 @@ class MemoryModel(wiring.Component):
                                                        count_bits=count_bits,
                                                        max_segments=max_segments)
         g.lane_bits    # a power of two, or a ValueError naming the lanes
-        if g.latency < PIPELINE_LATENCY:
-            raise ValueError(f"MemoryModel latency must be >= {PIPELINE_LATENCY} (its pipeline), "
-                             f"not {g.latency}")
+        #: How each lane is cut into block RAMs (:func:`~stepforge.hdl.memory.lane_ram.organize`).
+        self.organization = organize(config.family, g.word_bits, g.rows)
+        #: The least ``mem_latency`` this memory can have.
+        self.pipeline_latency = 2 + self.organization.latency
+        if g.latency < self.pipeline_latency:
+            raise ValueError(f"MemoryModel latency must be >= {self.pipeline_latency} (its "
+                             f"pipeline, with lanes of {self.organization.banks} block RAM "
+                             f"bank(s)), not {g.latency}")
         self._size_bytes = size_bytes
         if storage not in ("amaranth", "verilog"):
             raise ValueError(f"MemoryModel storage must be 'amaranth' or 'verilog', not {storage!r}")
@@ -206,7 +213,7 @@ class MemoryModel(wiring.Component):
 
         rdata = []
         for j in range(L):
-            m.submodules[f"lane{j}"] = ram = LaneRAM(self.lane_data[j], self.storage)
+            m.submodules[f"lane{j}"] = ram = LaneRAM(self.lane_data[j], self.storage, self.config.family)
             word_j = s_dbg_lane == j
             m.d.comb += [
                 ram.addr.eq(Mux(s_dbg_we | s_dbg_re, s_dbg_row, s_line.rows[j])),
@@ -228,7 +235,7 @@ class MemoryModel(wiring.Component):
         meta = {"valid": s_valid & ~s_write, "client": s_client, "count": s_line.count,
                 "last": s_line.last, "sel": s_line.sel, "word_re": s_dbg_re,
                 "word_lane": s_dbg_lane}
-        for k in range(LANE_RAM_LATENCY):
+        for k in range(self.organization.latency):
             nxt = {name: Signal(Value.cast(v).shape() if name != "sel" else
                                 line_layout.members["sel"], name=f"m{k}_{name}")
                    for name, v in meta.items()}
@@ -251,7 +258,7 @@ class MemoryModel(wiring.Component):
 
         r = stage(0, {"valid": m_valid, "client": m_client, "count": m_count, "last": m_last,
                       "line": gathered, "word_re": m_dbg_re, "word": m_word})
-        for k in range(1, g.latency - PIPELINE_LATENCY + 1):
+        for k in range(1, g.latency - self.pipeline_latency + 1):
             r = stage(k, r)
         for c, port in enumerate(self.read):
             m.d.comb += [port.resp.valid.eq(r["valid"] & (r["client"] == c)),
