@@ -97,7 +97,8 @@ def measure(name, params, device, args):
     full = {**pf.params(), **params}
     program = pf.build(**params)
     config = config_for(device)
-    row = {"name": name, "device": device, "params": params, "macs": macs(name, program, full, trace)}
+    row = {"name": name, "device": device, "params": params,
+           "macs": macs(name, program, full, trace)}
     out = Path(args.out) / f"{name}-{device}"
     out.mkdir(parents=True, exist_ok=True)
     try:

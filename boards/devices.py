@@ -122,7 +122,8 @@ UP5K = Device(
         Kind("LC", {}, "ICESTORM_LC", 5_280),
         Kind("LUT4", {"SB_LUT4": 1}, None, 5_280),
         Kind("FF", {f"SB_DFF{edge}{ctrl}": 1 for edge in ("", "N")
-                    for ctrl in ("", "E", "SR", "R", "SS", "S", "ESR", "ER", "ESS", "ES")}, None, 5_280),
+                    for ctrl in ("", "E", "SR", "R", "SS", "S", "ESR", "ER", "ESS", "ES")},
+             None, 5_280),
         Kind("EBR", {"SB_RAM40_4K": 1}, "ICESTORM_RAM", 30),
         Kind("SPRAM", {"SB_SPRAM256KA": 1}, "ICESTORM_SPRAM", 4),
         Kind("MAC16", {"SB_MAC16": 1}, "ICESTORM_DSP", 8),

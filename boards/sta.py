@@ -125,7 +125,8 @@ class Timing:
     @property
     def fmax_mhz(self):
         """1 / the worst path's delay, or None if nothing is timed."""
-        return 1000.0 / self.endpoints[0][0] if self.endpoints and self.endpoints[0][0] > 0 else None
+        worst = self.endpoints[0][0] if self.endpoints else 0.0
+        return 1000.0 / worst if worst > 0 else None
 
     def path(self, cell, port):
         """The :class:`Path` that ends at input ``port`` of ``cell``."""

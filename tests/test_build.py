@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from stepforge.boards import BuildError, DoesNotFit, build, find_tool, get_device
+from stepforge.boards import (BuildError, BuildReport, DoesNotFit, SeedResult, TimingPath, build,
+                              find_tool, get_device)
 from stepforge.boards.netlist import UnitNamer, signal_name
 from stepforge.boards.nextpnr import clock_timing, parse_utilisation, placement_failure
 from stepforge.boards.paths import worst_paths
@@ -201,7 +202,8 @@ def test_clock_timing_takes_the_design_clock_not_a_constant_one():
 
 def test_cells_are_named_by_unit_and_signal():
     namer = UnitNamer({"memory", "u2_Accum_0", "f0_Load_0"}, prefix="dut.")
-    assert namer.split("dut.u2_Accum_0.acc_0_0_TRELLIS_FF_Q_10_DI_LUT4_Z") == ("u2_Accum_0", "acc_0_0")
+    assert namer.split("dut.u2_Accum_0.acc_0_0_TRELLIS_FF_Q_10_DI_LUT4_Z") == ("u2_Accum_0",
+                                                                              "acc_0_0")
     assert namer.split("dut.memory.lane2.mem.0.4$DPRAM_COMB1") == ("memory", "lane2.mem.0.4")
     assert namer.split("dut.started_SB_LUT4_I2_O_LC") == ("(top)", "started")
     assert namer.split("shift_in_SB_DFF_Q_5_DFFLC") == ("(pins)", "shift_in")
@@ -224,7 +226,8 @@ def test_own_timing_of_an_sdf_joins_a_constant_clocked_dsp_and_skips_pads(tmp_pa
         (2.4, "u1_B.acc[3]_SB_DFF_Q_DFFLC", "I0")]
     assert timing.fmax_mhz == pytest.approx(1000 / 3.8)
     path = timing.path("u1_B.acc[3]_SB_DFF_Q_DFFLC", "I0")
-    assert path.cells == ("u0_A.q_SB_DFF_Q_DFFLC", "u0_A.x_SB_LUT4_O_LC", "u1_B.acc[3]_SB_DFF_Q_DFFLC")
+    assert path.cells == ("u0_A.q_SB_DFF_Q_DFFLC", "u0_A.x_SB_LUT4_O_LC",
+                          "u1_B.acc[3]_SB_DFF_Q_DFFLC")
     namer = UnitNamer({"u0_A", "u1_B"})
     paths = worst_paths([], timing, namer)
     assert [(round(p.delay_ns, 3), p.start, p.end, p.cells) for p in paths] == [
@@ -278,6 +281,54 @@ def test_device_and_tool_errors(tmp_path, monkeypatch):
         find_tool("yowasp-icepack")
     with pytest.raises(ValueError, match="^seeds must be >= 1, not 0$"):
         build("module top(input clk);\nendmodule\n", "up5k", out_dir=tmp_path, seeds=0)
+
+
+def test_report_text_and_json():
+    dev = get_device("ecp5-85f")
+    path = TimingPath(8.7, ("u4_Accum_0", "n3_mac_a"), ("u4_Accum_0", "n3_mac_p"), "a", "p", 3,
+                      "nextpnr")
+    report = BuildReport(
+        device=dev, name="gemv", top="top", out_dir="out",
+        pins={"mode": "direct", "port_bits": 191, "used": 191, "available": 365},
+        totals={"LUT4": 4344, "FF": 3627, "LUTRAM": 73, "DP16KD": 41, "MULT18X18D": 16},
+        units={"u4_Accum_0": {"LUT4": 900, "FF": 1000, "LUTRAM": 0, "DP16KD": 0,
+                              "MULT18X18D": 16},
+               "memory": {"LUT4": 3444, "FF": 2627, "LUTRAM": 73, "DP16KD": 41,
+                          "MULT18X18D": 0}},
+        placed={}, seeds=[SeedResult(1, 114.1, 114.1, 112.0, 162.0),
+                          SeedResult(2, 120.5, 120.5, 118.0, 150.0),
+                          SeedResult(3, 110.0, 110.0, 108.0, 170.0)],
+        median_seed=1, target_mhz=113.0, paths=[path], bitstream="out/top.bit",
+        seconds={"synthesis": 34.8, "place_and_route": 482.0, "timing": 9.0, "pack": 6.0,
+                 "total": 523.0})
+    assert report.fmax_mhz == 114.1 and report.fmax_range == (110.0, 120.5) and report.met
+    assert report.text().splitlines() == [
+        "gemv on ecp5-85f (Lattice ECP5 LFE5U-85F, CABGA381, speed 6)",
+        "  Fmax 114.1 MHz median of 3 seeds (range 110.0 - 120.5; seed 1: 114.1, 2: 120.5, "
+        "3: 110.0); target 113 MHz: met",
+        "",
+        "  resource     used  capacity     %",
+        "  LUT4        4,344    83,640   5.2",
+        "  FF          3,627    83,640   4.3",
+        "  LUTRAM         73    10,455   0.7",
+        "  DP16KD         41       208  19.7",
+        "  MULT18X18D     16       156  10.3",
+        "  pins: every port on a pin (191 of 365)",
+        "",
+        "  unit         LUT4     FF  LUTRAM  DP16KD  MULT18X18D",
+        "  memory      3,444  2,627      73      41           0",
+        "  u4_Accum_0    900  1,000       0       0          16",
+        "",
+        "  worst paths (seed 1):",
+        "  1.   8.70 ns  u4_Accum_0/n3_mac_a -> u4_Accum_0/n3_mac_p  (3 cells)",
+        "",
+        "  bitstream: out/top.bit",
+        "  time: synthesis 35 s, place and route 482 s, timing 9 s, pack 6 s; total 523 s"]
+    saved = report.to_dict()
+    assert (saved["fmax_mhz"], saved["fmax_range_mhz"], saved["met"]) == (114.1, [110.0, 120.5],
+                                                                          True)
+    assert saved["resources"]["DP16KD"] == {"used": 41, "capacity": 208, "design": 41}
+    assert saved["paths"][0]["start"] == "u4_Accum_0/n3_mac_a"
 
 
 # --- through the tools --------------------------------------------------------------------
