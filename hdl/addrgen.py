@@ -62,7 +62,7 @@ class AddrGenUnit(wiring.Component):
 
     def __init__(self, elem_type, rank, shape, strides, *, scale=1, offset=0):
         check_int("AddrGenUnit", "rank", rank, 0)
-        shape = check_ints("AddrGenUnit", "shape", shape, 1)
+        shape = check_ints("AddrGenUnit", "shape", shape, 1, min_length=1)
         strides = check_ints("AddrGenUnit", "strides", strides, length=len(shape))
         check_int("AddrGenUnit", "scale", scale)
         check_int("AddrGenUnit", "offset", offset)

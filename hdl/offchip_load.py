@@ -33,22 +33,20 @@ from amaranth.lib.wiring import In, Out
 from ..compiler.types import ElemType, Index, Tile
 from .beat import beat_signature, stop_width
 from .memory import TensorPlacement, index_shape, quiet_on_error
-from .unit import ErrorCode, StatusSignature, raise_error
+from .unit import ErrorCode, StatusSignature, check, check_int, check_ints, raise_error
 
 __all__ = ["LinearLoadUnit", "RandomLoadUnit"]
 
 
 def _check_placement(placement, unit):
-    if not isinstance(placement, TensorPlacement):
-        raise TypeError(f"{unit} needs a TensorPlacement, not {placement!r}")
+    check(isinstance(placement, TensorPlacement), unit, "placement", "a TensorPlacement",
+          placement, error=TypeError)
 
 
 def _default_buffer(placement, buffer_tiles, unit):
     if buffer_tiles is None:
         return placement.geometry.latency + 5
-    if isinstance(buffer_tiles, bool) or not isinstance(buffer_tiles, int) or buffer_tiles < 1:
-        raise ValueError(f"{unit}: buffer_tiles must be an int >= 1, not {buffer_tiles!r}")
-    return buffer_tiles
+    return check_int(unit, "buffer_tiles", buffer_tiles, 1)
 
 
 def _command_layout(placement, stop_bits):
@@ -272,24 +270,21 @@ class LinearLoadUnit(wiring.Component):
     def __init__(self, placement, out_shape, stride, *, offset=0, ref_type=None, ref_rank=None,
                  row_bound=None, buffer_tiles=None):
         _check_placement(placement, "LinearLoadUnit")
-        out_shape, stride = tuple(out_shape), tuple(stride)
-        if (len(out_shape) != len(stride)
-                or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in out_shape)
-                or not all(isinstance(s, int) and not isinstance(s, bool) for s in stride)
-                or isinstance(offset, bool) or not isinstance(offset, int)):
-            raise ValueError(f"LinearLoadUnit needs out_shape of ints >= 1, one int stride each and "
-                             f"an int offset; got {out_shape!r}, {stride!r}, {offset!r}")
+        out_shape = check_ints("LinearLoadUnit", "out_shape", out_shape, 1)
+        stride = check_ints("LinearLoadUnit", "stride", stride, length=len(out_shape))
+        check_int("LinearLoadUnit", "offset", offset)
         lo = hi = offset
         for n, s in zip(out_shape, stride):
             lo, hi = lo + min(0, s * (n - 1)), hi + max(0, s * (n - 1))
-        if lo < 0 or hi >= placement.ntiles:
-            raise ValueError(f"LinearLoadUnit: the walk (out_shape {out_shape}, stride {stride}, "
-                             f"offset {offset}) reads tile {lo if lo < 0 else hi}, outside the "
-                             f"{placement.ntiles} tiles of tensor {placement.shape}")
-        if (ref_type is None) != (ref_rank is None):
-            raise ValueError("LinearLoadUnit: give both ref_type and ref_rank, or neither")
-        if ref_type is not None and not isinstance(ref_type, ElemType):
-            raise TypeError(f"LinearLoadUnit: ref_type must be an element type, not {ref_type!r}")
+        check(lo >= 0 and hi < placement.ntiles, "LinearLoadUnit", "walk (out_shape, stride, offset)",
+              f"within the {placement.ntiles} tiles of tensor {placement.shape} (it reads tile "
+              f"{lo if lo < 0 else hi})", (out_shape, stride, offset))
+        check((ref_type is None) == (ref_rank is None), "LinearLoadUnit", "ref_type and ref_rank",
+              "both given or both None", (ref_type, ref_rank))
+        if ref_type is not None:
+            check(isinstance(ref_type, ElemType), "LinearLoadUnit", "ref_type", "an element type",
+                  ref_type, error=TypeError)
+            check_int("LinearLoadUnit", "ref_rank", ref_rank, 0)
         self.placement, self.out_shape, self.stride, self.offset = placement, out_shape, stride, offset
         self.ref_type, self.ref_rank, self.row_bound = ref_type, ref_rank, row_bound
         self.buffer_tiles = _default_buffer(placement, buffer_tiles, "LinearLoadUnit")

@@ -16,14 +16,14 @@ from amaranth.lib.wiring import In, Out
 from ..compiler.types import Bool, Index, Tile
 from .beat import beat_signature, stop_width
 from .memory import TensorPlacement, index_shape, quiet_on_error
-from .unit import ErrorCode, StatusSignature, raise_error
+from .unit import ErrorCode, StatusSignature, check, raise_error
 
 __all__ = ["LinearStoreUnit", "RandomStoreUnit"]
 
 
 def _check_placement(placement, unit):
-    if not isinstance(placement, TensorPlacement):
-        raise TypeError(f"{unit} needs a TensorPlacement, not {placement!r}")
+    check(isinstance(placement, TensorPlacement), unit, "placement", "a TensorPlacement",
+          placement, error=TypeError)
 
 
 class _TileWriter(wiring.Component):

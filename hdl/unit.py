@@ -121,9 +121,10 @@ def merge_status(m, status, parts):
             m.d.comb += status.code.eq(p.code)
 
 
-def check(ok, unit, name, expected, value):
-    """``value`` if ``ok``, else a ``ValueError`` "``{unit} {name} must be {expected}, not
-    {value!r}``": the wording of every constructor check of the units (Amaranth's own).
+def check(ok, unit, name, expected, value, *, error=ValueError):
+    """``value`` if ``ok``, else an ``error`` (``ValueError``; ``TypeError`` for a value of the
+    wrong kind altogether) "``{unit} {name} must be {expected}, not {value!r}``": the wording of
+    every constructor check of the units (Amaranth's own).
 
     Parameters
     ----------
@@ -139,7 +140,7 @@ def check(ok, unit, name, expected, value):
         What it is.
     """
     if not ok:
-        raise ValueError(f"{unit} {name} must be {expected}, not {value!r}")
+        raise error(f"{unit} {name} must be {expected}, not {value!r}")
     return value
 
 
@@ -164,18 +165,21 @@ def check_int(unit, name, value, lo=None, hi=None):
     return check(_in_range(value, lo, hi), unit, name, f"an int{_int_range(lo, hi)}", value)
 
 
-def check_ints(unit, name, values, lo=None, hi=None, *, length=None):
-    """``tuple(values)`` if ``values`` is a sequence of ``length`` ints (any non-zero number
-    without ``length``) each in ``lo..hi``, else a ``ValueError`` ("``PMU shape must be 2 ints
+def check_ints(unit, name, values, lo=None, hi=None, *, length=None, min_length=0):
+    """``tuple(values)`` if ``values`` is a sequence of ints each in ``lo..hi``, of ``length``
+    ints (``None``: at least ``min_length``), else a ``ValueError`` ("``PMU shape must be 2 ints
     >= 1, not (3,)``", see :func:`check`)."""
     try:
         got = tuple(values)
     except TypeError:
         got = None
-    ok = got is not None and (len(got) == length if length is not None else len(got) > 0) \
+    ok = got is not None and (len(got) == length if length is not None else len(got) >= min_length) \
         and all(_in_range(v, lo, hi) for v in got)
-    count = "one or more" if length is None else str(length)
-    check(ok, unit, name, f"{count} int{'' if length == 1 else 's'}{_int_range(lo, hi)}", values)
+    if length is not None:
+        count = f"{length} int{'' if length == 1 else 's'}"
+    else:
+        count = "ints" if min_length == 0 else f"{min_length} or more ints"
+    check(ok, unit, name, f"{count}{_int_range(lo, hi)}", values)
     return got
 
 

@@ -51,7 +51,7 @@ REFUSED = [
      "RetileStreamifyUnit split must be 'row' or 'col', not 'diagonal'"),
     (lambda: RetileStreamifyUnit(T, 1, b=2), "RetileStreamifyUnit b must be an int in 0..1, not 2"),
     (lambda: AddrGenUnit(Index(), 1, [2, 0], [1, 1]),
-     "AddrGenUnit shape must be one or more ints >= 1, not [2, 0]"),
+     "AddrGenUnit shape must be 1 or more ints >= 1, not [2, 0]"),
     (lambda: AddrGenUnit(Index(), 1, [2, 2], [1]), "AddrGenUnit strides must be 2 ints, not [1]"),
     (lambda: AddrGenUnit(Index(), 1, [2], [1], offset=0.5),
      "AddrGenUnit offset must be an int, not 0.5"),

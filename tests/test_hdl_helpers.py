@@ -31,9 +31,9 @@ def test_check_ints_and_check_choice_word_their_messages_alike():
         check_ints("PMU", "shape", (3,), 1, length=2)
     with pytest.raises(ValueError, match=r"^PMU shape must be 1 int >= 1, not 4$"):
         check_ints("PMU", "shape", 4, 1, length=1)
-    with pytest.raises(ValueError, match=r"^AddrGenUnit shape must be one or more ints >= 1, "
+    with pytest.raises(ValueError, match=r"^AddrGenUnit shape must be 1 or more ints >= 1, "
                                          r"not \[\]$"):
-        check_ints("AddrGenUnit", "shape", [], 1)
+        check_ints("AddrGenUnit", "shape", [], 1, min_length=1)
     assert check_choice("PMU", "mode", "dynamic", ("static", "dynamic")) == "dynamic"
     with pytest.raises(ValueError, match=r"^PMU mode must be 'static' or 'dynamic', not 'x'$"):
         check_choice("PMU", "mode", "x", ("static", "dynamic"))

@@ -545,9 +545,16 @@ def test_reprs_mirror_the_constructors():
     assert repr(unused(RandomLoadUnit(pl, 2))) == f"RandomLoadUnit({pl!r}, 2)"
     assert repr(unused(LinearStoreUnit(pl, 1))) == f"LinearStoreUnit({pl!r}, 1)"
     assert repr(unused(RandomStoreUnit(pl, 1, 0))) == f"RandomStoreUnit({pl!r}, 1, 0)"
-    with pytest.raises(ValueError, match="outside"):
+    with pytest.raises(ValueError, match=r"^LinearLoadUnit walk \(out_shape, stride, offset\) must "
+                                         r"be within the 4 tiles of tensor \(4, 4\) \(it reads tile "
+                                         r"4\), not \(\(3,\), \(2,\), 0\)$"):
         LinearLoadUnit(pl, (3,), (2,), offset=0)
-    with pytest.raises(ValueError, match="both ref_type and ref_rank"):
+    with pytest.raises(ValueError, match=r"^LinearLoadUnit ref_type and ref_rank must be both "
+                                         r"given or both None, not \(Index\(\), None\)$"):
         LinearLoadUnit(pl, (2,), (1,), ref_type=Index())
-    with pytest.raises(TypeError, match="TensorPlacement"):
+    with pytest.raises(TypeError, match=r"^RandomLoadUnit placement must be a TensorPlacement, "
+                                        r"not MemoryGeometry\("):
         RandomLoadUnit(mc.geometry, 1)
+    with pytest.raises(ValueError, match=r"^LinearLoadUnit buffer_tiles must be an int >= 1, "
+                                         r"not 0$"):
+        LinearLoadUnit(pl, (2,), (1,), buffer_tiles=0)

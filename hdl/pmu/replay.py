@@ -45,7 +45,7 @@ class Replay:
         if order is not None:
             check(isinstance(order, (tuple, list)) and len(order) in (2, 3), "Replay", "order",
                   "(out_shape, stride) or (out_shape, stride, offset)", order)
-            out_shape = check_ints("Replay", "order out_shape", order[0], 1)
+            out_shape = check_ints("Replay", "order out_shape", order[0], 1, min_length=1)
             stride = check_ints("Replay", "order stride", order[1], length=len(out_shape))
             offset = check_int("Replay", "order offset", order[2]) if len(order) == 3 else 0
             order = (out_shape, stride, offset)
