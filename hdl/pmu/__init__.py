@@ -83,8 +83,9 @@ Every output's ``valid`` and payload come from registers (no path from ``ready``
 
 Parts
 -----
-:class:`PMU` (``pmu.py``) checks the parameters, owns the memories and wires the parts, each a
-component of its own:
+:class:`PMU` (``pmu.py``) owns the memories and wires the parts, each a component of its own,
+built from the checked parameters (:class:`~.params.PMUParams`, ``params.py``: also every size and
+layout of the storage):
 
 =========================================  ===================================================
 part                                       job
@@ -99,7 +100,7 @@ part                                       job
                                            the walker that returns a buffer's blocks
 =========================================  ===================================================
 
-The layouts and interfaces they share are in ``interfaces.py``.
+The interfaces between the parts are in ``interfaces.py``.
 """
 
 from .pmu import PMU
