@@ -109,7 +109,7 @@ def measure(name, params, device, args):
     freq = args.freq or config.clock_hz / 1e6
     try:
         report = build(out / "top.v", device, out_dir=out, seeds=args.seeds, freq_mhz=freq,
-                       jobs=args.jobs, name=f"{name} {device}",
+                       jobs=args.jobs, name=name,
                        progress=(lambda line: print("   ", line, flush=True)))
     except DoesNotFit as e:
         return {**row, "error": f"does not fit: {'; '.join(map(str, e.resources))}"}
