@@ -127,7 +127,7 @@ class LineGenerator(wiring.Component):
         last = Signal(name="line_last")
         with m.Switch(index):
             for n, (p, c, d) in enumerate(lines):
-                with m.Case(n):
+                with m.Case(n) if n < nl - 1 else m.Default():
                     m.d.comb += [pattern.eq(p), count.eq(c), delta.eq(d), last.eq(n == nl - 1)]
 
         lane = addr[:lb] if lb else 0
@@ -136,10 +136,10 @@ class LineGenerator(wiring.Component):
         row_off = [Signal(len(nxt.rows[0]), name=f"lane{j}_row_offset") for j in range(L)]
         with m.Switch(pattern):
             for p, by_r in enumerate(patterns):
-                with m.Case(p):
+                with m.Case(p) if p < len(patterns) - 1 else m.Default():
                     with m.Switch(lane):
                         for r, lanes in enumerate(by_r):
-                            with m.Case(r):
+                            with m.Case(r) if r < L - 1 else m.Default():
                                 for j, (off, used, sel) in enumerate(lanes):
                                     m.d.comb += [row_off[j].eq(off), nxt.use[j].eq(used),
                                                  nxt.sel[j].eq(sel)]
