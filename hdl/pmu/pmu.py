@@ -166,5 +166,5 @@ class PMU(wiring.Component):
             connect_async_read(m, release.next_rd, next_mem.read_port(domain="comb"))
         wiring.connect(m, release.free, free_list.free)
         parts.append(release)
-        merge_status(m, self.status, [p.status for p in parts])
+        merge_status(m, self.status, [part.status for part in parts])
         return m
