@@ -82,7 +82,7 @@ def build_pcu(kind, target):
     a, b = Tile(int8, rows, t), Tile(int8, t, t)
     fn = F.function(lambda acc, x, w: acc + F.matmul(x, w))
     return PCU(fn, [a, b], 2, mode="accum", init=F.zeros(Tile(int32, rows, t)), b=1,
-               lanes=cfg.pcu_lanes, multipliers=cfg.pcu_multipliers)
+               lanes=cfg.pcu_lanes, multipliers=cfg.pcu_multipliers, family=cfg.family)
 
 
 class Registered(wiring.Component):

@@ -144,6 +144,11 @@ class PCU(wiring.Component):
         ALUs of elementwise and row primitives.
     multipliers : int, default 16
         Multipliers of matmul/mac.
+    family : {None, "ecp5", "ice40"}, optional
+        The FPGA family the datapath is shaped for (``HardwareConfig.family``): ``"ice40"``
+        splits a pipelined running sum wider than 16 bits into two 16-bit halves added a stage
+        apart (the iCE40's carry chains are slow; one more cycle of :attr:`latency`). The
+        same in simulation and on the board, so both take the same cycles.
     row_bound : int or Mapping, optional
         Bound of a dynamic tile row count (see :func:`~stepforge.hdl.beat.element_layout`).
     src_loc_at : int, default 0
@@ -181,7 +186,7 @@ class PCU(wiring.Component):
     """
 
     def __init__(self, fn, in_types, rank, *, mode="map", init=None, b=None, out_type=None,
-                 lanes=4, multipliers=16, row_bound=None, src_loc_at=0):
+                 lanes=4, multipliers=16, family=None, row_bound=None, src_loc_at=0):
         self.fn = F.as_function(fn)
         if mode not in MODES:
             raise ValueError(f"PCU mode must be one of {MODES}, not {mode!r}")
@@ -195,6 +200,9 @@ class PCU(wiring.Component):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"PCU {name} must be an int >= 1, not {v!r}")
         self.mode, self.rank, self.lanes, self.multipliers = mode, rank, lanes, multipliers
+        if family not in (None, "ecp5", "ice40"):
+            raise ValueError(f"PCU family must be one of None, 'ecp5', 'ice40', not {family!r}")
+        self.family = family
         self.row_bound = row_bound
         for k, t in enumerate(self.in_types):
             _check_hw_type(t, f"input in{k}")
@@ -290,7 +298,8 @@ class PCU(wiring.Component):
                         row_bound[t.rows] = sym.bound(t.rows)
         types = [s.dtype for s in node.inputs]
         rank = node.inputs[0].rank
-        kw = dict(lanes=config.pcu_lanes, multipliers=config.pcu_multipliers, row_bound=row_bound,
+        kw = dict(lanes=config.pcu_lanes, multipliers=config.pcu_multipliers,
+                  family=config.family, row_bound=row_bound,
                   src_loc_at=1)  # an unused unit is reported at the caller
         if isinstance(node, Map):
             return cls(node.fn, types, rank, **kw)
@@ -305,7 +314,8 @@ class PCU(wiring.Component):
         if self.mode != "map":
             extra = f", mode={self.mode!r}, init={self.init!r}, b={self.b}"
         return (f"PCU({self.fn!r}, {list(self.in_types)!r}, {self.rank}{extra}, lanes={self.lanes}, "
-                f"multipliers={self.multipliers})")
+                f"multipliers={self.multipliers}"
+                f"{'' if self.family is None else f', family={self.family!r}'})")
 
     # -- construction helpers --
 
@@ -420,7 +430,9 @@ class PCU(wiring.Component):
                 if mask >> bit & 1:
                     lat[k] = nodes[k].depth
             delay = [sum(lat[:k]) for k in range(len(nodes))]
-            if not self._safe(lat, delay, mins, issue_reads, late_reads, out_reads):
+            late = [(lat[k] - 1, lat[k]) if lat[k] and getattr(nodes[k], "split", None)
+                    else (lat[k],) for k in range(len(nodes))]
+            if not self._safe(lat, delay, mins, issue_reads, late_reads, out_reads, late):
                 continue
             total = sum(lat)
             score = (sum(getattr(nodes[k], "multipliers", 0) + getattr(nodes[k], "lanes", 0)
@@ -431,17 +443,17 @@ class PCU(wiring.Component):
         for node, d in zip(nodes, lat):
             node.latency = d
         self._delay = {id(e): d for e, d in zip(timed, delay)}
-        # a merged accumulator is emitted from its register, a stage after its last sum
-        self.latency = sum(lat) + (self._merged is not None)
+        self.latency = sum(lat)
 
     @staticmethod
-    def _safe(lat, delay, mins, issue_reads, late_reads, out_reads):
+    def _safe(lat, delay, mins, issue_reads, late_reads, out_reads, late):
         """Whether every read sees its beat's value, in every schedule of the beats (relative to
         a beat's first step, with dynamic nodes at their fewest steps, ``mins``, where that is
         the worst case). Node ``k``'s register holds its result from ``V_k`` until the next
         beat's first write of it, at least ``pre_k + D_k + latency_k`` after that beat starts
         (``pre_k``: the fewest steps before node ``k``); inputs are held until the beat's last
-        step; the accumulator changes at the output stage."""
+        step; the accumulator changes at the output stage. ``late[j]``: the moves after its
+        issue at which node ``j`` reads ``late_reads[j]`` (a mac's accumulator operand)."""
         n = len(lat)
         L = delay[-1] + lat[-1] if n else 0
         pre = [sum(mins[:k]) for k in range(n)]
@@ -456,8 +468,9 @@ class PCU(wiring.Component):
         for j in range(n):
             if not all(ok(src, delay[j], j) for src in issue_reads[j]):
                 return False
-            if not all(ok(src, delay[j] + lat[j], j) for src in late_reads[j]):
-                return False
+            for t in late[j]:
+                if not all(ok(src, delay[j] + t, j) for src in late_reads[j]):
+                    return False
         for src in out_reads:
             if src == "input" and L:
                 return False
@@ -510,6 +523,11 @@ class PCU(wiring.Component):
                                      f"{list(self.in_types)!r}; only rows may be dynamic, with "
                                      f"the inputs' row count")
 
+    @property
+    def _split(self):
+        """Bits of the low half of a split running sum (iCE40), or None."""
+        return 16 if self.family == "ice40" else None
+
     def _rows(self, t):
         """The rows of tile type ``t`` in hardware: its row count, or the bound of a dynamic one."""
         return self.dyn_bound if _is_dynamic(t) else t.rows
@@ -521,12 +539,12 @@ class PCU(wiring.Component):
             a, w = (self._types[id(v)] for v in mm.args)
             return MatmulNode(a.dtype, t.dtype, self._rows(a), a.cols, t.cols,
                               mm.attrs["transpose_b"], True, self.multipliers, name,
-                              dynamic=_is_dynamic(a))
+                              dynamic=_is_dynamic(a), split=self._split)
         if e.op in ("matmul", "mac"):
             a = self._types[id(e.args[0 if e.op == "matmul" else 1])]
             return MatmulNode(a.dtype, t.dtype, self._rows(a), a.cols, t.cols,
                               e.attrs["transpose_b"], e.op == "mac", self.multipliers, name,
-                              dynamic=_is_dynamic(a))
+                              dynamic=_is_dynamic(a), split=self._split)
         if e.op in ("row_sum", "row_max"):
             x = self._types[id(e.args[0])]
             return RowReduceNode(e.op, t.dtype, self._rows(x), x.cols, self.lanes, name,
@@ -630,34 +648,36 @@ class PCU(wiring.Component):
                             with m.If(step == end):
                                 m.d.sync += step.eq(node.start + node.steps)
 
-        # the output stage: a beat's last step, ``latency`` pipeline moves later; the
-        # accumulator's stage: the same, or (merged) the stage before
+        # the output stage: a beat's last step, ``latency`` pipeline moves later
         merged = self._merged is not None
         ctrl = {"hd": hd, "stop": s, "last": last, "emit": emit}
         if self._count is not None:
             ctrl["rows"] = self._count
-        clear = Signal(name="acc_clear")  # merged: the accumulator holds init, not its register
-        stages = [(run & final, ctrl)]
+        out_at, busy = run & final, 0
+        out_emits = out_at & emit  # the output stage has a beat that emits (a register if L > 0)
+        stages_emits = out_emits
         for k in range(1, self.latency + 1):
+            stages_emits = out_emits  # what the last stage's ``emits`` register is loaded with
             v = Signal(name=f"out_stage{k}")
-            fields = dict(stages[-1][1])
-            if merged and k == self.latency:
-                fields["clear"] = clear
+            e = Signal(name=f"out_stage{k}_emits")
             regs = {f: Signal(Value.cast(x).shape(), name=f"out_stage{k}_{f}", reset_less=True)
-                    for f, x in fields.items()}
+                    for f, x in ctrl.items()}
             with m.If(pipe_en):
-                m.d.sync += [v.eq(stages[-1][0])] + [regs[f].eq(fields[f]) for f in fields]
-            stages.append((v, regs))
-        out_at, ctrl = stages[-1]
-        acc_at, acc_ctrl = stages[-2] if merged else stages[-1]
-        done = Signal(name="done")          # the output stage completes a beat
-        acc_done = Signal(name="acc_done")  # the accumulator's stage completes a beat
-        m.d.comb += [
-            pipe_en.eq(~(out_at & ctrl["emit"] & out_valid & ~o.ready)),
-            done.eq(out_at & pipe_en),
-            acc_done.eq(acc_at & pipe_en),
-        ]
-        busy = Cat(*(v for v, _ in stages[1:])).any()
+                m.d.sync += [v.eq(out_at), e.eq(out_emits)] + [regs[f].eq(ctrl[f]) for f in ctrl]
+            out_at, out_emits, ctrl, busy = v, e, regs, busy | v
+        done = Signal(name="done")  # the output stage completes a beat
+        m.d.comb += done.eq(out_at & pipe_en)
+        out_valid_next = out_valid & ~o.ready | out_emits  # (out_emits & pipe_en, simplified)
+        m.d.sync += out_valid.eq(out_valid_next)
+        if self.latency:
+            # the pipeline stops when an emitting beat meets a full output register: with
+            # both in one register (the next values of each), a LUT of two inputs
+            blocked = Signal(name="blocked")
+            emits_next = Mux(pipe_en, stages_emits, out_emits)
+            m.d.sync += blocked.eq(out_valid_next & emits_next)
+            m.d.comb += pipe_en.eq(~(blocked & ~o.ready))
+        else:
+            m.d.comb += pipe_en.eq(~(out_emits & out_valid & ~o.ready))
         self._out_rows = ctrl.get("rows")
 
         if self.retile is not None:
@@ -672,34 +692,18 @@ class PCU(wiring.Component):
             m.d.comb += row_bad.eq(all_valid & hd & differ_rows)
             acc_regs = init_vals = None
             if self.mode != "map":
-                acc_regs = self._signals(self.init, "acc")
                 init_vals = self._init_values(self.init)
+                # merged: the node holds the accumulator (the argument is not read)
+                acc_regs = init_vals if merged else self._signals(self.init, "acc")
             args = ([acc_regs] if acc_regs is not None else []) + list(stream_args)
-            issue = Issue(step, run & hd, pipe_en, family)
-            clear_next = Signal(name="acc_clear_next")
-            if merged:  # the sums of a fibre start from init while ``clear``
-                m.d.comb += clear_next.eq(clear)
-                with m.If(acc_done):
-                    with m.If(acc_ctrl["stop"] >= self.b):
-                        m.d.comb += clear_next.eq(1)
-                    with m.Elif(acc_ctrl["hd"]):
-                        m.d.comb += clear_next.eq(0)
-                m.d.sync += clear.eq(clear_next)
-            result_if_data = self._elaborate_graph(m, issue, args, acc_regs,
-                                                   (init_vals, (clear, clear_next)))
-            if merged:
-                # the beat's sum is in the register now; a stop-only beat emits what the
-                # fibre holds (init while ``clear``)
-                result_if_data = acc_regs = HTile(acc_regs.dtype, [
-                    [Mux(~ctrl["hd"] & ctrl["clear"], i, r) for i, r in zip(irow, rrow)]
-                    for irow, rrow in zip(init_vals.elems, acc_regs.elems)])
+            restart = final & (s >= self.b) if self.mode != "map" else 0
+            issue = Issue(step, run, hd, pipe_en, family, restart, self.ii)
+            result_if_data = self._elaborate_graph(m, issue, args, acc_regs)
 
         # the output beat
         data = out_buf.data
-        with m.If(o.ready & out_valid):
-            m.d.sync += out_valid.eq(0)
-        with m.If(done & ctrl["emit"]):
-            m.d.sync += [out_valid.eq(1), out_buf.last.eq(ctrl["last"])]
+        with m.If(out_emits & pipe_en):
+            m.d.sync += out_buf.last.eq(ctrl["last"])
             if self.mode == "accum":
                 emitted = Signal(name="emit_data")
                 m.d.comb += emitted.eq(ctrl["stop"] >= self.b)
@@ -709,8 +713,9 @@ class PCU(wiring.Component):
                     m.d.sync += out_buf.stop.eq(ctrl["stop"] - self.b)
                 with m.If(ctrl["hd"]):
                     m.d.sync += self._assign(data, result_if_data, self.out_type)
-                with m.Else():
-                    m.d.sync += self._assign(data, acc_regs, self.out_type)
+                with m.Else():  # merged: a stop-only beat's sum is the accumulator too
+                    m.d.sync += self._assign(data, result_if_data if merged else acc_regs,
+                                             self.out_type)
             else:
                 m.d.sync += [out_buf.has_data.eq(ctrl["hd"]), out_buf.stop.eq(ctrl["stop"])]
                 m.d.sync += self._assign(data, result_if_data, self.out_type)
@@ -779,11 +784,10 @@ class PCU(wiring.Component):
         return [view.rows.eq(rows)] + _assign_tile(
             view.data, [[Mux(rows > i, e, 0) for e in row] for i, row in enumerate(value.elems)])
 
-    def _elaborate_graph(self, m, issue, args, acc_regs, restart):
+    def _elaborate_graph(self, m, issue, args, acc_regs):
         """Build every node, each issuing its steps :attr:`_delay` pipeline moves after
         ``issue`` (the sequencer's); return the function's value as seen at the output stage
-        (merged: as written into the accumulator; ``restart`` is ``(init, (clear,
-        clear_next))``, see :meth:`MatmulNode.elaborate`)."""
+        (a merged ``mac`` adds into ``acc_regs``)."""
         timed = [e for e in self._order if id(e) in self._nodes]
         last = timed[-1] if timed else None
         delayed = [issue]
@@ -810,9 +814,7 @@ class PCU(wiring.Component):
                 else:
                     operands = [values[id(a)] for a in e.args]
                 keep = not (e is last and node.steps == 1)
-                extra = {}
-                if id(e) == self._merged:
-                    extra = {"acc_reg": acc_regs, "acc_init": restart[0], "acc_clear": restart[1]}
+                extra = {"acc_init": acc_regs} if id(e) == self._merged else {}
                 nxt = node.elaborate(m, delayed[self._delay[id(e)]], operands, start=node.start,
                                      keep_reg=keep, **extra)
                 values[id(e)] = node.reg

@@ -30,14 +30,16 @@ from :func:`~stepforge.sim.fixedpoint.spec`, held in a ROM (:class:`amaranth.lib
 with one combinational read port per lane) of ``(base, delta)`` pairs, one per segment.
 """
 
-from amaranth.hdl import Cat, ClockSignal, Const, Instance, Mux, Signal, Value, signed, unsigned
+from amaranth.hdl import (Cat, ClockSignal, Const, Instance, Mux, ResetSignal, Signal, Value, signed,
+                          unsigned)
 from amaranth.lib import data
 from amaranth.lib.memory import Memory
 
 from ..sim import fixedpoint
 
 __all__ = ["HTile", "ceil_div", "wrap", "clamp", "lane_op", "fixed_point_alu", "segment_rom",
-           "ElementwiseNode", "RowReduceNode", "MatmulNode"]
+           "dsp_family", "Issue", "pipelined_product", "ElementwiseNode", "RowReduceNode",
+           "MatmulNode"]
 
 
 def ceil_div(a, b):
@@ -318,27 +320,49 @@ class Issue:
     step : amaranth.hdl.Value
         The PCU sequencer's step as the node sees it.
     valid : amaranth.hdl.Value
-        The step is issued for a data beat; it takes effect in a cycle where ``enable`` is high.
+        The step is issued; it takes effect in a cycle where ``enable`` is high.
+    data : amaranth.hdl.Value
+        The step belongs to a data beat (a stop-only beat issues step 0 and no data).
     enable : amaranth.hdl.Value
         The pipeline moves: the clock enable of every pipeline register.
     family : str or None
         :func:`dsp_family` of the platform.
+    reset : amaranth.hdl.Value, default 0
+        The step is the last of a beat after which the accumulator restarts (Accum and Scan:
+        a stop ``s >= b``).
+    steps : int, optional
+        How many steps there are (the PCU's ``ii``): a test that the step is one of them all is
+        left out.
     """
 
-    def __init__(self, step, valid, enable, family=None):
-        self.step, self.valid, self.enable, self.family = step, valid, enable, family
+    def __init__(self, step, valid, data, enable, family=None, reset=0, steps=None):
+        self.step, self.valid, self.data = step, valid, data
+        self.enable, self.family, self.reset, self.steps = enable, family, reset, steps
 
     def later(self, m, n, name):
-        """The same issue ``n`` moves of the pipeline later: ``step`` and ``valid`` through
-        ``n`` registers (``valid`` resets to 0, ``step`` has no reset)."""
-        step, valid = self.step, self.valid
+        """The same issue ``n`` moves of the pipeline later: ``step``, ``valid``, ``data`` and
+        ``reset`` through ``n`` registers (``valid`` resets to 0, the others have no reset)."""
+        step, valid, data, reset = self.step, self.valid, self.data, self.reset
         for k in range(1, n + 1):
             s = Signal(Value.cast(step).shape(), name=f"{name}_step{k}", reset_less=True)
             v = Signal(name=f"{name}_valid{k}")
+            d = Signal(name=f"{name}_data{k}", reset_less=True)
+            r = Signal(name=f"{name}_reset{k}", reset_less=True)
             with m.If(self.enable):
-                m.d.sync += [s.eq(step), v.eq(valid)]
-            step, valid = s, v
-        return Issue(step, valid, self.enable, self.family)
+                m.d.sync += [s.eq(step), v.eq(valid), d.eq(data), r.eq(reset)]
+            step, valid, data, reset = s, v, d, r
+        return Issue(step, valid, data, self.enable, self.family, reset, self.steps)
+
+    def active(self, steps):
+        """The step is issued (or written) now and is one of ``steps``."""
+        steps = sorted(steps)
+        if self.steps is not None and steps == list(range(self.steps)):
+            inside = 1
+        elif steps == list(range(steps[0], steps[-1] + 1)):
+            inside = (self.step >= steps[0]) & (self.step <= steps[-1])
+        else:
+            inside = Cat(*(self.step == c for c in steps)).any()
+        return self.enable & self.valid & inside
 
 
 def pipelined_product(m, a, b, width, enable, name, family=None):
@@ -437,12 +461,15 @@ class _Node:
         if self.reg is not None:
             m.d.comb += [n.eq(r) for n, r in zip(self.nxt.flat(), self.reg.flat())]
 
-    def _write(self, m, at):
-        """``reg <= nxt`` in the node's steps, at the write stage ``at`` (an :class:`Issue`)."""
+    def _write(self, m, at, *, data_only=True):
+        """``reg <= nxt`` in the node's steps of data beats (``data_only``; else of every beat),
+        at the write stage ``at`` (an :class:`Issue`)."""
         if self.reg is None:
             return
-        active = (at.step >= self.start) & (at.step < self.start + self.steps)
-        with m.If(at.enable & at.valid & active):
+        active = at.active(range(self.start, self.start + self.steps))
+        if data_only:
+            active = active & at.data
+        with m.If(active):
             m.d.sync += [r.eq(n) for r, n in zip(self.reg.flat(), self.nxt.flat())]
 
     def _write_stage(self, m, issue):
@@ -599,8 +626,12 @@ class MatmulNode(_Node):
     output's running sum. Pipelined (:attr:`depth` ``2 + ceil(log2(terms))``, ``terms`` the
     most products one output gets in a step), the multipliers are :func:`pipelined_product`
     (operands and products registered: DSP blocks), every level of the tree is registered, and
-    the running sum is the only adder in its register's loop. A ``mac`` whose accumulator is the
-    PCU's (``acc_reg``) adds into that register directly, so the accumulator exists once.
+    the running sum is the only adder in its register's loop. With ``split`` (``h`` bits), a
+    pipelined running sum wider than ``h`` bits is two registers: the low ``h`` bits add in one
+    stage, the high bits with the low half's carry in the next (one more stage, carry chains of
+    ``h`` bits: for slow carries, the iCE40's). A ``mac`` that is the PCU's whole accumulator
+    (``acc_init``) keeps it in the node's register and restarts it itself (the PCU's
+    accumulator exists once).
 
     Parameters
     ----------
@@ -618,10 +649,12 @@ class MatmulNode(_Node):
         ``m_`` is the bound of ``a``'s dynamic row count: the products are ordered row by row
         (``i`` slowest, ``p = i * K * N + k * N + j``), so the rows below the count take the
         first ``ceil(rows * K * N / multipliers)`` steps (:meth:`steps_for`).
+    split : int, optional
+        Bits of the low half of a split running sum (only when ``out_dtype`` is wider).
     """
 
     def __init__(self, in_dtype, out_dtype, m_, k, n, transpose_b, fused_acc, multipliers, name,
-                 *, dynamic=False):
+                 *, dynamic=False, split=None):
         self.in_dtype, self.out_dtype = in_dtype, out_dtype
         self.m, self.k, self.n = m_, k, n
         self.transpose_b, self.fused_acc, self.name = transpose_b, fused_acc, name
@@ -629,6 +662,7 @@ class MatmulNode(_Node):
         self.multipliers = min(multipliers, self.products)
         self.steps = ceil_div(self.products, self.multipliers)
         self.dynamic = dynamic
+        self.split = split if split is not None and out_dtype.bits > split else None
         # plan[c] = {output: [(multiplier, k), ...]}: the products of step c
         self.plan = []
         for c in range(self.steps):
@@ -642,7 +676,15 @@ class MatmulNode(_Node):
             self.plan.append(contrib)
         terms = max(len(units) for contrib in self.plan for units in contrib.values())
         self.levels = (terms - 1).bit_length()
-        self.depth = 2 + self.levels
+        self.depth = 2 + self.levels + (self.split is not None)
+
+    @property
+    def late_reads(self):
+        """When a ``mac`` reads its accumulator operand, in pipeline moves after issuing a step:
+        its low half a stage before its high half when split."""
+        if self.latency and self.split is not None:
+            return (self.latency - 1, self.latency)
+        return (self.latency,)
 
     def _row_steps(self, rows):
         return ceil_div(rows * self.k * self.n, self.multipliers)
@@ -656,23 +698,30 @@ class MatmulNode(_Node):
             return kk, i * N + j
         return divmod(p, M * N)
 
-    def elaborate(self, m, issue, operands, *, start, keep_reg=True, acc_reg=None, acc_init=None,
-                  acc_clear=None):
-        """As :meth:`ElementwiseNode.elaborate`. ``acc_reg`` (``mac`` only) is the PCU's
-        accumulator, used as the node's register: an output's first sum of a beat starts from it,
-        or from ``acc_init`` while ``acc_clear`` (a pair: the flag, and its value in the next
-        cycle) says the accumulator was reset."""
+    def elaborate(self, m, issue, operands, *, start, keep_reg=True, acc_init=None):
+        """As :meth:`ElementwiseNode.elaborate`. With ``acc_init`` (``mac`` only; a tile of
+        constants) the node's register is the PCU's accumulator: every sum adds to it, it
+        restarts from ``acc_init`` after a step whose ``reset`` is set (and on the domain's
+        reset), and a stop-only beat adds zero products (its ``a`` operands are zero), so that
+        ``nxt`` is the accumulator at every beat's output stage. The accumulator operand is then
+        not read."""
         self.start = start
         M, N, U = self.m, self.n, self.multipliers
-        self._alloc(self.out_dtype, M, N, self.name, keep_reg or self.steps > 1, reg=acc_reg)
-        self._default(m)
+        merged = acc_init is not None
+        piped = self.latency > 0
+        h = self.split if piped else None
+        # a merged accumulator every output of which adds in every step can add zero in every
+        # cycle the pipeline moves (its ``a`` operands are zero when no data step is issued), so
+        # its registers need no other enable
+        self._always = merged and all(o in contrib for contrib in self.plan for o in range(M * N))
+        issued = issue.data & (issue.active(range(start, start + self.steps)) if self._always
+                               else 1)
         if self.fused_acc:
             acc, a, b = operands
         else:
             (a, b), acc = operands, None
         W = self.out_dtype.bits
         pw = min(2 * self.in_dtype.bits, W)
-        piped = self.latency > 0
         ma = [Signal(signed(self.in_dtype.bits), name=f"{self.name}_m{u}_a") for u in range(U)]
         mb = [Signal(signed(self.in_dtype.bits), name=f"{self.name}_m{u}_b") for u in range(U)]
         with m.Switch(issue.step):
@@ -682,7 +731,8 @@ class MatmulNode(_Node):
                         i, j = divmod(o, N)
                         for u, kk in units:
                             bv = b.at(j, kk) if self.transpose_b else b.at(kk, j)
-                            m.d.comb += [ma[u].eq(a.at(i, kk)), mb[u].eq(bv)]
+                            av = a.at(i, kk) if not merged else Mux(issued, a.at(i, kk), 0)
+                            m.d.comb += [ma[u].eq(av), mb[u].eq(bv)]
         stages = [issue]  # the issue, then one stage per pipeline register
         if piped:
             for k in range(1, self.latency + 1):
@@ -701,22 +751,43 @@ class MatmulNode(_Node):
         for level in range(self.levels):
             terms = {o: self._tree_level(m, ts, W, f"{self.name}_o{o}_t{level}", piped, issue.enable)
                      for o, ts in terms.items()}
+        if h is None:
+            self._sum(m, stages, terms, acc, acc_init, keep_reg)
+        else:
+            self._split_sum(m, stages, terms, acc, acc_init, h)
+        return self.nxt
+
+    def _init(self, acc_init, i, j):
+        return acc_init.elems[i][j].value
+
+    def _start_value(self, acc, i, j):
+        """What an output's sum starts from in a beat (not merged): the fused operand, or 0."""
+        return acc.at(i, j) if acc is not None else Const(0, signed(self.out_dtype.bits))
+
+    def _sum(self, m, stages, terms, acc, acc_init, keep_reg):
+        """One adder per output: the running sum (or at the output's first step of a beat its
+        start) plus the step's products, written at the last stage."""
+        M, N, W = self.m, self.n, self.out_dtype.bits
+        merged = acc_init is not None
+        if merged:
+            self.reg = HTile(self.out_dtype, [
+                [Signal(signed(W), name=f"acc_{i}_{j}", init=self._init(acc_init, i, j),
+                        reset_less=True) for j in range(N)] for i in range(M)])
+            self.nxt = HTile.signals(self.out_dtype, M, N, f"{self.name}_n")
+        else:
+            self._alloc(self.out_dtype, M, N, self.name, keep_reg or self.steps > 1)
+        self._default(m)
         at = stages[-1]
-        # one adder per output: the running sum, or at the output's first step of a beat its
-        # start (the accumulator, init, the fused operand or 0), plus this step's products
         for o in range(M * N):
             i, j = divmod(o, N)
-            active = [c for c, contrib in enumerate(self.plan) if o in contrib]
-            if acc_reg is not None:
-                base = Mux(self._fresh(m, stages, active[0], acc_clear, f"{self.name}_f{o}"),
-                           acc_init.elems[i][j], self.reg.elems[i][j])
+            active = [self.start + c for c, contrib in enumerate(self.plan) if o in contrib]
+            if merged:
+                base = self.reg.elems[i][j]
+            elif len(active) == 1:
+                base = self._start_value(acc, i, j)
             else:
-                start_v = acc.at(i, j) if acc is not None else Const(0, signed(W))
-                if len(active) == 1:
-                    base = start_v
-                else:
-                    base = Mux(self._fresh(m, stages, active[0], None, f"{self.name}_f{o}"),
-                               start_v, self.reg.elems[i][j])
+                base = Mux(self._fresh(m, stages, active[0], f"{self.name}_f{o}"),
+                           self._start_value(acc, i, j), self.reg.elems[i][j])
             (total,) = terms[o]
             total_o = Signal(signed(W), name=f"{self.name}_s{o}")
             m.d.comb += total_o.eq(base + total)
@@ -724,25 +795,111 @@ class MatmulNode(_Node):
                 m.d.comb += self.nxt.elems[i][j].eq(total_o)
             else:  # the output holds in the steps that do not add to it
                 with m.Switch(at.step):
-                    with m.Case(*(start + c for c in active)):
+                    with m.Case(*active):
                         m.d.comb += self.nxt.elems[i][j].eq(total_o)
-        self._write(m, at)
-        return self.nxt
+        if merged:
+            self._acc_write(m, at, at.active(range(self.start, self.start + self.steps)), [
+                (self.reg.elems[i][j], self.nxt.elems[i][j], self._init(acc_init, i, j))
+                for i in range(M) for j in range(N)])
+        else:
+            self._write(m, at)
 
-    def _fresh(self, m, stages, first, clear, name):
-        """Whether the sum being written starts afresh: the write stage is at step ``first``
-        (and, with ``clear``, the accumulator was reset). Pipelined, it is a register of its own
-        (per output, so each drives one sum's bits), set from the stage before."""
+    def _acc_write(self, m, at, active, regs):
+        """Write ``(register, value, init)`` triples of a merged accumulator at stage ``at`` in
+        the ``active`` cycles; restart them from init after a step whose ``reset`` is set and on
+        the domain's reset. When every output adds in every step the registers take their value
+        whenever the pipeline moves (or resets): one enable and one reset each, both shallow."""
+        restart = ResetSignal() | at.valid & at.reset
+        if self._always:
+            with m.If(at.enable | ResetSignal()):
+                m.d.sync += [r.eq(v) for r, v, _ in regs]
+                with m.If(restart):
+                    m.d.sync += [r.eq(i) for r, _, i in regs]
+        else:
+            with m.If(active):
+                m.d.sync += [r.eq(v) for r, v, _ in regs]
+            with m.If(ResetSignal() | at.enable & at.valid & at.reset):
+                m.d.sync += [r.eq(i) for r, _, i in regs]
+
+    def _split_sum(self, m, stages, terms, acc, acc_init, h):
+        """The running sums as low and high halves: the low ``h`` bits at the stage before the
+        last, the high bits (plus the low half's carry, registered) at the last."""
+        M, N, W = self.m, self.n, self.out_dtype.bits
+        merged = acc_init is not None
+        lo_at, hi_at = stages[-2], stages[-1]
+        lo_regs, hi_regs = [], []
+        self.nxt = HTile.signals(self.out_dtype, M, N, f"{self.name}_n")
+        for o in range(M * N):
+            i, j = divmod(o, N)
+            init = self._init(acc_init, i, j) if merged else 0
+            name = f"acc_{i}_{j}" if merged else f"{self.name}_r_{i}_{j}"
+            lo = Signal(h, name=f"{name}_lo", init=init & ((1 << h) - 1), reset_less=merged)
+            hi = Signal(signed(W - h), name=f"{name}_hi", init=init >> h, reset_less=merged)
+            lo_regs.append(lo)
+            hi_regs.append(hi)
+        self.reg = HTile(self.out_dtype, [[Cat(lo_regs[i * N + j], hi_regs[i * N + j]).as_signed()
+                                           for j in range(N)] for i in range(M)])
+        self._default(m)
+        for o in range(M * N):
+            i, j = divmod(o, N)
+            lo, hi = lo_regs[o], hi_regs[o]
+            active = [self.start + c for c, contrib in enumerate(self.plan) if o in contrib]
+            (total,) = terms[o]
+            tv = Value.cast(total)
+            if merged:
+                lo_base, hi_base = lo, hi
+            else:
+                sv = Value.cast(self._start_value(acc, i, j))
+                sv = Cat(sv, sv[-1].replicate(W - len(sv))) if len(sv) < W else sv
+                lo_base = Mux(self._fresh(m, stages[:-1], active[0], f"{self.name}_f{o}"),
+                              sv[:h], lo)
+                hi_base = Mux(self._fresh(m, stages, active[0], f"{self.name}_g{o}"),
+                              sv[h:].as_signed(), hi)
+            lo_sum = Signal(h + 1, name=f"{self.name}_s{o}_lo")
+            m.d.comb += lo_sum.eq(lo_base + tv[:h])
+            carry = Signal(name=f"{self.name}_s{o}_c", reset_less=True)
+            top = tv[h:].as_signed() if len(tv) > h else tv[-1:].as_signed()
+            upper = Signal(top.shape(), name=f"{self.name}_s{o}_t", reset_less=True)
+            hi_sum = Signal(signed(W - h), name=f"{self.name}_s{o}_hi")
+            m.d.comb += hi_sum.eq(hi_base + upper + carry)
+            with m.If(lo_at.enable):
+                m.d.sync += [carry.eq(lo_sum[h]), upper.eq(top)]
+            if merged:  # the low half restarts a stage before the high half: keep it for nxt
+                init = self._init(acc_init, i, j)
+                self._acc_write(m, lo_at, lo_at.active(active),
+                                [(lo, lo_sum[:h], init & ((1 << h) - 1))])
+                self._acc_write(m, hi_at, hi_at.active(active), [(hi, hi_sum, init >> h)])
+                held = Signal(h, name=f"{self.name}_s{o}_held", reset_less=True)
+                with m.If(lo_at.enable):
+                    m.d.sync += held.eq(lo)
+                    with m.Switch(lo_at.step):
+                        with m.Case(*active):
+                            m.d.sync += held.eq(lo_sum[:h])
+                lo_final = held
+            else:
+                with m.If(lo_at.active(active) & lo_at.data):
+                    m.d.sync += lo.eq(lo_sum[:h])
+                with m.If(hi_at.active(active) & hi_at.data):
+                    m.d.sync += hi.eq(hi_sum)
+                lo_final = lo
+            if len(active) == self.steps:
+                m.d.comb += self.nxt.elems[i][j].eq(Cat(lo_final, hi_sum))
+            else:  # the output holds in the steps that do not add to it
+                m.d.comb += self.nxt.elems[i][j].eq(Cat(lo_final, hi))
+                with m.Switch(hi_at.step):
+                    with m.Case(*active):
+                        m.d.comb += self.nxt.elems[i][j].eq(Cat(lo_final, hi_sum))
+
+    def _fresh(self, m, stages, first, name):
+        """Whether the sum being written at the last of ``stages`` starts afresh: it is at step
+        ``first``. Pipelined, it is a register of its own (per output, so each drives one sum's
+        bits), set from the stage before."""
         if len(stages) == 1:
-            cond = stages[0].step == self.start + first
-            return cond & clear[0] if clear is not None else cond
+            return stages[0].step == first
         prev = stages[-2]
-        cond = prev.step == self.start + first
-        if clear is not None:
-            cond = cond & clear[1]
         fresh = Signal(name=name)
         with m.If(prev.enable):
-            m.d.sync += fresh.eq(cond)
+            m.d.sync += fresh.eq(prev.step == first)
         return fresh
 
     def _terms(self, m, at, prod, pw):
