@@ -25,8 +25,11 @@ from stepforge.sim import verilator as vl
 
 #: Cycles from a request's acceptance to its first line's grant (the queue, the line register).
 GRANT_DELAY = 2
-#: The shortest latency, the pipeline's own (grant to response).
+#: The shortest latency, the pipeline's own (grant to response) with lanes of one block RAM bank.
 LAT = PIPELINE_LATENCY
+#: Rows of a lane that the ECP5 organization cuts into three DP16KD banks (of 1,024 rows, 18-bit
+#: slices), which adds a cycle to the pipeline (hdl/memory/lane_ram.py).
+BANKED_ROWS = 2100
 
 
 def config(channels=4, bpc=16, latency=4, **kw):
@@ -260,12 +263,12 @@ def test_geometry_of_the_presets():
     # 4 channels x 16 B, 4x4 int16 tiles (8-byte rows): 8-byte words, 8 lanes, 64 B per cycle
     assert (g.word_bytes, g.lanes, g.line_bytes, g.size_words, g.rows) == (8, 8, 64, 512, 64)
     assert (g.addr_bits, g.lane_bits, g.latency, g.lines(17)) == (9, 3, 4, 3)
-    # iCE40 UP5K: 4 channels x 2 B of 2-byte words (2x2 int16 tiles); the presets' latency is
-    # the pipeline's own
+    # iCE40 UP5K: 4 channels x 2 B of 2-byte words (2x2 int16 tiles), latency 4; ECP5: 2 x 8 B
+    # of 8-byte words, latency 5 (room for banked lanes)
     g = MemoryGeometry.from_config(HardwareConfig.ice40_up5k(), 1000)
-    assert (g.word_bytes, g.lanes, g.line_bytes, g.size_words, g.latency) == (2, 4, 8, 500, LAT)
+    assert (g.word_bytes, g.lanes, g.line_bytes, g.size_words, g.latency) == (2, 4, 8, 500, 4)
     g = MemoryGeometry.from_config(HardwareConfig.ecp5_85f(), 1024)
-    assert (g.word_bytes, g.lanes, g.line_bytes, g.latency) == (8, 2, 16, LAT)
+    assert (g.word_bytes, g.lanes, g.line_bytes, g.latency) == (8, 2, 16, 5)
     with pytest.raises(ValueError, match="does not divide"):
         MemoryGeometry.from_config(HardwareConfig.sim(), 1024, word_bytes=3)
     with pytest.raises(ValueError, match="whole number"):
@@ -388,8 +391,11 @@ def test_for_clients_builds_a_port_per_client_in_order():
 
 
 @pytest.mark.parametrize("make, error, message", [
-    (lambda: MemoryModel(config(latency=LAT - 1), 64, read_ports=[(1, 1, 0)]), ValueError,
-     f"MemoryModel latency must be >= {LAT} (its pipeline), not {LAT - 1}"),
+    (lambda: MemoryModel(config(latency=3), 64, read_ports=[(1, 1, 0)]), ValueError,
+     "MemoryModel latency must be >= 4 (its pipeline, with lanes of 1 block RAM bank(s)), not 3"),
+    (lambda: MemoryModel(config(latency=4, family="ecp5"), BANKED_ROWS * 64,
+                         read_ports=[(1, 1, 0)]), ValueError,
+     "MemoryModel latency must be >= 5 (its pipeline, with lanes of 3 block RAM bank(s)), not 4"),
     (lambda: MemoryModel(config(channels=3), 64, read_ports=[(1, 1, 0)]), ValueError,
      "the memory's lanes must be a power of two, not 6 (3 channels x 16 B / 8 B words)"),
     (lambda: MemoryModel(config(), 64, read_ports=[(1, 1)]), ValueError,
@@ -435,29 +441,28 @@ def memory_case(draw):
     return channels, bpc, word, latency
 
 
-@settings(deadline=None, max_examples=25)
-@given(memory_case(), st.integers(0, 2**16), st.floats(0.3, 1.0), st.floats(0.0, 0.5),
-       st.integers(1, 3), st.integers(0, 2), st.booleans())
-def test_random_bursts_match_a_flat_memory(case, seed, valid_p, stall_p, nr, nw, with_debug):
-    # every client has its own burst shape (count, rows, stride), drawn here; its bursts start at
-    # random addresses anywhere in the memory (reads and writes overlap); every line read must
-    # hold the flat memory as of its grant, with the writes (and debug writes) applied in grant
-    # order
-    channels, bpc, word, latency = case
+def random_bursts(channels, bpc, word, latency, seed, valid_p, stall_p, nr, nw, with_debug, *,
+                  family=None, size_words=128):
+    """Random clients, bursts, stalls and debug accesses on a memory, checked by :func:`replay`.
+
+    Every client has its own burst shape (count, rows, stride), drawn here; its bursts start at
+    random addresses anywhere in the memory (reads and writes overlap); every line read must hold
+    the flat memory as of its grant, with the writes (and debug writes) applied in grant order.
+    """
     rng = random.Random(seed)
-    size_words = 128
+    L = channels * bpc // word
     init = bytes(rng.randrange(256) for _ in range(size_words * word))
 
     def shape():
         count = rng.randrange(1, 2 * L + 3)
         rows = rng.choice([1, 1, 2, 3, 4])
-        stride = rng.choice([0, count, count + rng.randrange(1, 6), rng.randrange(0, count + 6)])
+        stride = rng.choice([0, count, count + rng.randrange(1, 6), rng.randrange(0, count + 6),
+                             rng.randrange(0, size_words // 8)])
         stride = 0 if rows == 1 else min(stride, (size_words // 2 - count) // (rows - 1))
         return count, rows, stride
-    L = channels * bpc // word
     reads_shape = [shape() for _ in range(nr)]
     writes_shape = [shape() for _ in range(nw)]
-    model = MemoryModel(config(channels, bpc, latency), size_words * word, init,
+    model = MemoryModel(config(channels, bpc, latency, family=family), size_words * word, init,
                         read_ports=reads_shape, write_ports=writes_shape, word_bytes=word)
     g = model.geometry
     assert g.lanes == L
@@ -479,6 +484,23 @@ def test_random_bursts_match_a_flat_memory(case, seed, valid_p, stall_p, nr, nw,
     assert words_of(trace.memory, g)[:size_words] == flat
     assert trace.bytes_read == sum(len(r) * b[0] * b[1] for r, b in zip(reads, reads_shape)) * word
     assert trace.bytes_written == sum(len(b[1]) for w in writes for b in w) * word
+    return model
+
+
+@settings(deadline=None, max_examples=25)
+@given(memory_case(), st.integers(0, 2**16), st.floats(0.3, 1.0), st.floats(0.0, 0.5),
+       st.integers(1, 3), st.integers(0, 2), st.booleans())
+def test_random_bursts_match_a_flat_memory(case, seed, valid_p, stall_p, nr, nw, with_debug):
+    random_bursts(*case, seed, valid_p, stall_p, nr, nw, with_debug)
+
+
+@pytest.mark.parametrize("seed, latency", [(1, LAT + 1), (2, LAT + 1), (3, LAT + 2)])
+def test_random_bursts_on_banked_lanes(seed, latency):
+    # ECP5 lanes of 2,100 rows are three DP16KD banks deep (a pipeline cycle more): bursts and
+    # debug accesses anywhere in the memory, across the banks
+    model = random_bursts(2, 8, 8, latency, seed, 0.7, 0.3, 2, 2, True, family="ecp5",
+                          size_words=2 * BANKED_ROWS)
+    assert model.organization.banks == 3 and model.pipeline_latency == LAT + 1
 
 
 @pytest.mark.parametrize("count, rows, stride", [(1, 4, 4), (1, 4, 2), (2, 3, 3), (3, 3, 8),
@@ -499,18 +521,24 @@ def test_strided_bursts_take_one_line_per_cycle(count, rows, stride):
                                                                         stride)
 
 
-@pytest.mark.parametrize("latency", [LAT, LAT + 1, LAT + 4])
-def test_latency_and_peak_bandwidth(latency):
-    model = MemoryModel(config(4, 16, latency), 2048, bytes(range(256)) * 8,
+@pytest.mark.parametrize("latency, family, rows", [
+    (LAT, None, 32), (LAT + 1, None, 32), (LAT + 4, None, 32),
+    (LAT + 1, "ecp5", BANKED_ROWS), (LAT + 3, "ecp5", BANKED_ROWS)])
+def test_latency_and_peak_bandwidth(latency, family, rows):
+    init = bytes((7 * i + i // 256) % 256 for i in range(rows * 64))
+    model = MemoryModel(config(4, 16, latency, family=family), rows * 64, init,
                         read_ports=[(64, 1, 0)], write_ports=[(8, 1, 0)])
     g = model.geometry
-    assert g.lanes == 8
-    trace = drive(model, [[3]])
+    assert g.lanes == 8 and model.organization.banks == (3 if family else 1)
+    # banked lanes: the burst runs from bank 0 (rows below 1,024) into bank 1
+    addr = 3 if family is None else (1024 - 4) * 8 + 3
+    trace = drive(model, [[addr]])
     # accepted in cycle 0, first line granted in cycle 2, its data `latency` cycles later; then a
     # full line (64 B) every cycle, no bubble
     assert trace.accepted["read", 0] == [0]
     assert trace.response_cycles() == [2 + latency + i for i in range(8)]
     assert [n for _, n, _, _ in trace.lines[0]] == [8] * 8
+    assert [w for *_, ws in trace.lines[0] for w in ws] == words_of(init, g)[addr:addr + 64]
     assert trace.bytes_read == 8 * g.line_bytes == 512 and trace.bytes_written == 0
 
 

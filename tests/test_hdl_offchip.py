@@ -436,8 +436,10 @@ THROUGHPUT_CASES = [
     ("8x16 int16, full-width tile", int16, (8, 16), (8, 16), (4, 16, 4)),
     ("8x16 int16 of a 48-col tensor", int16, (8, 48), (8, 16), (4, 16, 4)),
     ("8x16 int16 of a 32-col tensor", int16, (8, 32), (8, 16), (4, 16, 4)),
-    ("4x4 int16, ECP5 preset (2 x 8 B)", int16, (4, 8), (4, 4), (2, 8, LAT)),
-    ("2x2 int16, iCE40 preset (4 x 2 B)", int16, (4, 8), (2, 2), (4, 2, LAT)),
+    ("4x4 int16, ECP5 preset (2 x 8 B)", int16, (4, 8), (4, 4),
+     (2, 8, HardwareConfig.ecp5_85f().mem_latency)),
+    ("2x2 int16, iCE40 preset (4 x 2 B)", int16, (4, 8), (2, 2),
+     (4, 2, HardwareConfig.ice40_up5k().mem_latency)),
     ("4x4 bf16, 1 x 2 B", bf16, (4, 8), (4, 4), (1, 2, LAT)),
 ]
 
