@@ -40,7 +40,7 @@ def _check_int(name, value, minimum):
 
 def _verilog_text(verilog):
     """``verilog`` is Verilog text, or the path of a file holding it."""
-    if isinstance(verilog, Path) or ("\n" not in verilog and "module" not in verilog):
+    if isinstance(verilog, Path) or "endmodule" not in verilog:
         path = Path(verilog)
         if not path.is_file():
             raise BuildError(f"no Verilog file {str(path)!r}")
