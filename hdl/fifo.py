@@ -1,5 +1,7 @@
 """The edge FIFO: a stream-to-stream queue with occupancy and high-water outputs."""
 
+from types import SimpleNamespace
+
 from amaranth.hdl import Module, Shape, Signal
 from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -146,7 +148,7 @@ class StreamFIFO(wiring.Component):
             with m.Elif(pop):
                 m.d.sync += head_valid.eq(0)
             return head_valid
-        m.submodules.queue = queue = fifo.SyncFIFO(width=self._width, depth=self._depth - 1)
+        queue = self._queue(m, self._depth - 1)
         m.d.comb += [self.i.ready.eq(~head_valid | queue.w_rdy),
                      push.eq(self.i.valid & self.i.ready),
                      queue.w_data.eq(self.i.payload)]
@@ -158,3 +160,22 @@ class StreamFIFO(wiring.Component):
         with m.Elif(pop):
             m.d.sync += [head.eq(queue.r_data), head_valid.eq(queue.r_rdy)]
         return head_valid + queue.level
+
+    def _queue(self, m, depth):
+        """The queue behind the head: a :class:`~amaranth.lib.fifo.SyncFIFO`, or for one entry a
+        plain register with the same ports (a ``SyncFIFO`` of depth 1 has zero-width pointers,
+        which Verilog declares as ``[-1:0]``)."""
+        if depth > 1:
+            m.submodules.queue = queue = fifo.SyncFIFO(width=self._width, depth=depth)
+            return queue
+        q = SimpleNamespace(w_data=Signal(self._width, name="queue_w_data"),
+                            w_en=Signal(name="queue_w_en"), w_rdy=Signal(name="queue_w_rdy"),
+                            r_data=Signal(self._width, name="queue_r_data"),
+                            r_en=Signal(name="queue_r_en"), r_rdy=Signal(name="queue_r_rdy"),
+                            level=Signal(range(2), name="queue_level"))
+        m.d.comb += [q.w_rdy.eq(~q.r_rdy), q.level.eq(q.r_rdy)]
+        with m.If(q.w_en & q.w_rdy):
+            m.d.sync += [q.r_data.eq(q.w_data), q.r_rdy.eq(1)]
+        with m.Elif(q.r_en):
+            m.d.sync += q.r_rdy.eq(0)
+        return q

@@ -1,12 +1,13 @@
 """Off-chip stores as hardware: LinearOffChipStore (in order) and RandomOffChipStore (scatter).
 
-Both units write through a *tile writer*: it holds one tile, issues its burst on the memory
-write port (:class:`~stepforge.hdl.memory.TensorPlacement`: one segment per tile row, a tensor
-row apart, or a single segment when the rows are contiguous) and presents the tile's words as
-the lines of that burst (``placement.tile_lines``), cut exactly as the memory consumes them. The
-tile *retires* in the cycle its last line is taken; a write taken in a cycle is visible to every
-read granted later. The next tile can enter in the cycle the previous one retires, so a stream of
-tiles is written at one line per cycle (the memory's rate) when the memory is free.
+Both units write through a *tile writer*: it holds up to two tiles, issues a tile's burst on the
+memory write port when the tile enters (:class:`~stepforge.hdl.memory.TensorPlacement`: one
+segment per tile row, a tensor row apart, or a single segment when the rows are contiguous) and
+presents the head tile's words as the lines of its burst (``placement.tile_lines``), cut exactly
+as the memory consumes them. The tile *retires* in the cycle its last line is taken; a write
+taken in a cycle is visible to every read granted later. The next tile's burst is already
+requested while the head tile's lines go out, so a stream of tiles is written at one line per
+cycle (the memory's rate) when the memory is free.
 """
 
 from amaranth.hdl import C, Cat, Module, Mux, Signal, unsigned
@@ -15,6 +16,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..compiler.types import Bool, Index, Tile
 from .beat import beat_signature, stop_width
+from .fifo import StreamFIFO
 from .memory import TensorPlacement, index_shape, quiet_on_error
 from .unit import ErrorCode, StatusSignature, check, raise_error
 
@@ -35,7 +37,7 @@ class _TileWriter(wiring.Component):
         A tile's first word address and its bits (the beat's ``data`` field).
     mem : ``Out(placement.port("write"))``
     busy : ``Out(1)``
-        A tile is held.
+        A tile is held (queued or being written).
     retire : ``Out(1)``
         The held tile's last line is taken in this cycle.
     """
@@ -61,17 +63,22 @@ class _TileWriter(wiring.Component):
         nlines = len(counts)
         cmd, mem = self.cmd, self.mem
 
-        cur = Signal(name="cur_valid")
-        tile = Signal(T * g.word_bits, name="tile")
-        line = Signal(index_shape(nlines), name="line")        # the next line of the burst
-
-        # The burst goes out in the cycle the tile is taken, and the memory always takes it then:
-        # the writer is idle (no burst of ours is active) or its last line is granted right now
-        # (the memory's req.ready is high while it finishes our burst). So the next tile's lines
-        # follow the previous tile's without a gap.
-        m.d.comb += mem.req.valid.eq(cmd.valid & cmd.ready)
+        # Tiles wait in a queue of two; a tile's burst is requested when it enters the queue, so
+        # the memory knows the next burst while the current one's lines go out and its lines
+        # follow without a gap (the memory offers a burst's first line two cycles after it
+        # accepts the request).
+        m.submodules.tiles = tiles = StreamFIFO(unsigned(T * g.word_bits), 2, counters=False)
+        m.d.comb += [
+            mem.req.valid.eq(cmd.valid & tiles.i.ready),
+            cmd.ready.eq(tiles.i.ready & mem.req.ready),
+            tiles.i.valid.eq(cmd.valid & cmd.ready),
+            tiles.i.payload.eq(cmd.payload.data),
+        ]
         p.request(m, mem, cmd.payload.addr)
 
+        cur = tiles.o.valid
+        tile = tiles.o.payload
+        line = Signal(index_shape(nlines), name="line")        # the next line of the head tile
         lanes = []
         for i in range(L):
             reach = [(k, s) for k, s in enumerate(starts) if i < counts[k]]
@@ -87,15 +94,10 @@ class _TileWriter(wiring.Component):
         taken = Signal(name="line_taken")
         m.d.comb += [mem.data.valid.eq(cur),
                      taken.eq(mem.data.valid & mem.data.ready),
-                     self.retire.eq(taken & (line == nlines - 1))]
+                     self.retire.eq(taken & (line == nlines - 1)),
+                     tiles.o.ready.eq(self.retire)]
         with m.If(taken):
-            m.d.sync += line.eq(line + 1)
-        with m.If(self.retire):
-            m.d.sync += cur.eq(0)
-
-        m.d.comb += cmd.ready.eq(~cur | self.retire)
-        with m.If(cmd.valid & cmd.ready):
-            m.d.sync += [cur.eq(1), tile.eq(cmd.payload.data), line.eq(0)]
+            m.d.sync += line.eq(Mux(line == nlines - 1, 0, line + 1))
         m.d.comb += self.busy.eq(cur)
         return m
 
@@ -264,8 +266,10 @@ class RandomStoreUnit(wiring.Component):
         error = self.status.error
         addr_ended = Signal(name="addr_ended")
         data_ended = Signal(name="data_ended")
+        # the tags of the tiles in the writer (up to two), acknowledged as each tile retires
+        m.submodules.pending_tags = pend = fifo.SyncFIFO(width=tag_layout.size, depth=2)
         pending = Signal(name="pending")                 # a tile in the writer awaits its ack
-        pending_tag = Signal(tag_layout, name="pending_tag")
+        m.d.comb += pending.eq(pend.r_rdy)
 
         addr_elem = Signal(name="addr_elem")
         data_elem = Signal(name="data_elem")
@@ -278,7 +282,7 @@ class RandomStoreUnit(wiring.Component):
         raise_error(m, self.status, ErrorCode.LEFTOVER, data_elem & addr_ended)
 
         room = Signal(name="room")
-        m.d.comb += room.eq(acks.level + pending < depth)
+        m.d.comb += room.eq(acks.level + pend.level < depth)
         pair = Signal(name="pair")
         m.d.comb += [
             writer.cmd.valid.eq(addr_elem & data_elem & ~bad & ~error & room),
@@ -302,12 +306,9 @@ class RandomStoreUnit(wiring.Component):
         tag_in = Signal(tag_layout, name="tag_in")
         m.d.comb += [tag_in.has_data.eq(a.payload.has_data), tag_in.stop.eq(a.payload.stop),
                      tag_in.last.eq(a.payload.last)]
-        with m.If(pair):
-            m.d.sync += [pending.eq(1), pending_tag.eq(tag_in)]
-        with m.Elif(writer.retire):
-            m.d.sync += pending.eq(0)
-        m.d.comb += [acks.w_en.eq(writer.retire | marker),
-                     acks.w_data.eq(Mux(writer.retire, pending_tag, tag_in))]
+        m.d.comb += [pend.w_en.eq(pair), pend.w_data.eq(tag_in), pend.r_en.eq(writer.retire),
+                     acks.w_en.eq(writer.retire | marker),
+                     acks.w_data.eq(Mux(writer.retire, pend.r_data, tag_in))]
 
         head = data.View(tag_layout, acks.r_data)
         m.d.comb += [

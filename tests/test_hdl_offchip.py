@@ -485,12 +485,12 @@ def test_store_streams_at_the_memory_rate(shape, lines):
                                {"in0": (beat_layout(Tile(int16, 4, 4), 0), tiles)}, {})
     print(f"store, 4x4 int16 of a {shape} tensor: {run.cycles / n:.2f} cycles/tile, "
           f"lines/tile {lines}")
-    # `lines + 1` cycles per tile: the tile writer holds one tile and issues the next tile's burst
-    # when the last line of the current one is granted; the memory grants a burst's first line
-    # two cycles after it accepts the request (hdl/memory), so one cycle per tile goes idle.
-    # (+ 1: the cycle `done` rises after the last line.) The memory's rate, `lines` per tile,
-    # needs a writer that issues the next burst a tile ahead.
-    assert run.cycles == n * (lines + 1) + 1
+    # the memory's rate, `lines` per tile: the tile writer requests a tile's burst when the tile
+    # enters its two-tile queue, a tile ahead of the lines going out. Start-up: the first tile
+    # enters in cycle 1, its request is accepted then and its first line granted two cycles later
+    # (hdl/memory); `done` rises the cycle after the last line, and the bench reads back
+    # `mem_latency` cycles later: at most 5 cycles beyond the memory's `lines` per tile.
+    assert n * lines < run.cycles <= n * lines + 5
     assert run.inspected["bytes_written"] == n * 32
 
 
