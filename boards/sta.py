@@ -70,15 +70,9 @@ def read_sdf(path):
                 a, b = s[len("(INTERCONNECT "):].split(" ", 2)[:2]
                 wires.append((_split(a), _split(b), _delay(s)))
             elif s.startswith("(IOPATH "):
-                parts = s[len("(IOPATH "):].split(" ", 2)
-                src = parts[0]
-                if src.startswith("("):            # (posedge CLK) Q ...
-                    m = _EVENT.match(s[len("(IOPATH "):])
-                    src = m.group(1) if m else src
-                    parts = s[len("(IOPATH "):][m.end():].split() if m else parts
-                    dst = parts[0]
-                else:
-                    dst = parts[1]
+                body = s[len("(IOPATH "):]
+                m = _EVENT.match(body)              # "(posedge CLK) Q (..)" or "CLK Q (..)"
+                src, dst = (m.group(1), body[m.end():].split()[0]) if m else body.split()[:2]
                 cell.arcs.append((_name(src), _name(dst), _delay(s)))
             elif s.startswith(("(SETUPHOLD ", "(SETUP ")):
                 events = _EVENT.findall(s)
