@@ -145,7 +145,14 @@ class HardwareConfig:
 
     @classmethod
     def ice40_up5k(cls, dtype=int16):
-        """The iCE40 UP5K (iCEBreaker): 2x2 tiles, its 8 MAC16 as 8 multipliers.
+        """The iCE40 UP5K (iCEBreaker): 4x4 tiles, its 8 MAC16 as the 8 multipliers of a PCU.
+
+        With 4x4 tiles every matmul beat keeps all 8 MAC16 busy in every cycle: a GEMV beat
+        (``[1, 4] @ [4, 4]``, 16 products) takes 2 cycles, a GEMM beat (``[4, 4] @ [4, 4]``)
+        8 (a 2x2 tile's GEMV beat has 4 products and leaves 4 MAC16 idle). The tile is square
+        because hierarchical tiling splits a matmul's shared side the same way in both
+        operands. ``family="ice40"`` also splits the PCUs' 32-bit running sums into 16-bit
+        halves (:class:`~stepforge.hdl.pcu.PCU`).
 
         Memory is one SPRAM-like channel, 16 bits wide with one cycle of latency; the clock is
         the board's 12 MHz oscillator (no PLL).
@@ -161,7 +168,7 @@ class HardwareConfig:
         """
         if dtype not in (int8, int16):
             raise ValueError(f"the iCE40 UP5K preset supports int8 and int16 tiles, not {dtype!r}")
-        return cls(tile_rows=2, tile_cols=2, dtype=dtype, acc_dtype=int32,
+        return cls(tile_rows=4, tile_cols=4, dtype=dtype, acc_dtype=int32,
                    pcu_lanes=2, pcu_multipliers=8, fifo_depth=2,
                    mem_channels=4, mem_bytes_per_channel=2, mem_latency=4,
                    clock_hz=12_000_000, family="ice40")

@@ -523,11 +523,6 @@ class PCU(wiring.Component):
                                      f"{list(self.in_types)!r}; only rows may be dynamic, with "
                                      f"the inputs' row count")
 
-    @property
-    def _split(self):
-        """Bits of the low half of a split running sum (iCE40), or None."""
-        return 16 if self.family == "ice40" else None
-
     def _rows(self, t):
         """The rows of tile type ``t`` in hardware: its row count, or the bound of a dynamic one."""
         return self.dyn_bound if _is_dynamic(t) else t.rows
@@ -539,12 +534,12 @@ class PCU(wiring.Component):
             a, w = (self._types[id(v)] for v in mm.args)
             return MatmulNode(a.dtype, t.dtype, self._rows(a), a.cols, t.cols,
                               mm.attrs["transpose_b"], True, self.multipliers, name,
-                              dynamic=_is_dynamic(a), split=self._split)
+                              dynamic=_is_dynamic(a), family=self.family)
         if e.op in ("matmul", "mac"):
             a = self._types[id(e.args[0 if e.op == "matmul" else 1])]
             return MatmulNode(a.dtype, t.dtype, self._rows(a), a.cols, t.cols,
                               e.attrs["transpose_b"], e.op == "mac", self.multipliers, name,
-                              dynamic=_is_dynamic(a), split=self._split)
+                              dynamic=_is_dynamic(a), family=self.family)
         if e.op in ("row_sum", "row_max"):
             x = self._types[id(e.args[0])]
             return RowReduceNode(e.op, t.dtype, self._rows(x), x.cols, self.lanes, name,
@@ -552,7 +547,7 @@ class PCU(wiring.Component):
         if e.op in _ELEMENTWISE:
             tiles = [self._types[id(a)] for a in e.args if self._types[id(a)] is not None]
             return ElementwiseNode(e.op, e.attrs, tiles[0].dtype, t.dtype, self._rows(t), t.cols,
-                                   self.lanes, name, dynamic=_is_dynamic(t))
+                                   self.lanes, name, dynamic=_is_dynamic(t), family=self.family)
         raise ValueError(f"PCU: no circuit for {e.op!r}")
 
     def cycles(self, rows=None):
@@ -638,7 +633,9 @@ class PCU(wiring.Component):
             o.payload.eq(out_buf),
         ]
         m.d.comb += [p.ready.eq(finish) for p in ports]
-        with m.If(advance):
+        # the step counter moves without waiting for the lock-step check (``run``): a beat
+        # whose inputs disagree raises an error in the next cycle, and stops the unit anyway
+        with m.If(all_valid & pipe_en & ~self.status.error):
             m.d.sync += step.eq(0)
             if self.ii > 1:
                 with m.If(~final):
@@ -697,7 +694,10 @@ class PCU(wiring.Component):
                 acc_regs = init_vals if merged else self._signals(self.init, "acc")
             args = ([acc_regs] if acc_regs is not None else []) + list(stream_args)
             restart = final & (s >= self.b) if self.mode != "map" else 0
-            issue = Issue(step, run, hd, pipe_en, family, restart, self.ii)
+            # a step counts as issued when every input offers its beat: a beat refused for an
+            # error issues its step too (harmless: the unit stops, and a next beat's step would
+            # write the same registers), and ``valid`` stays two LUTs from the ports
+            issue = Issue(step, all_valid, hd, pipe_en, family, restart, self.ii)
             result_if_data = self._elaborate_graph(m, issue, args, acc_regs)
 
         # the output beat

@@ -353,25 +353,31 @@ class Issue:
             step, valid, data, reset = s, v, d, r
         return Issue(step, valid, data, self.enable, self.family, reset, self.steps)
 
-    def active(self, steps):
-        """The step is issued (or written) now and is one of ``steps``."""
+    def has(self, steps):
+        """The step is one of ``steps``."""
         steps = sorted(steps)
         if self.steps is not None and steps == list(range(self.steps)):
-            inside = 1
-        elif steps == list(range(steps[0], steps[-1] + 1)):
-            inside = (self.step >= steps[0]) & (self.step <= steps[-1])
-        else:
-            inside = Cat(*(self.step == c for c in steps)).any()
-        return self.enable & self.valid & inside
+            return Const(1)
+        if steps == list(range(steps[0], steps[-1] + 1)):
+            return (self.step >= steps[0]) & (self.step <= steps[-1])
+        return Cat(*(self.step == c for c in steps)).any()
+
+    def active(self, steps):
+        """The step is issued (or written) now and is one of ``steps``."""
+        return self.enable & self.valid & self.has(steps)
 
 
-def pipelined_product(m, a, b, width, enable, name, family=None):
-    """``a * b`` wrapped to ``signed(width)``, two pipeline moves after ``a`` and ``b``.
+def pipelined_product(m, a, b, width, enable, name, family=None, operand_regs=1, product_regs=1):
+    """``a * b`` wrapped to ``signed(width)``, ``operand_regs + product_regs`` pipeline moves
+    after ``a`` and ``b``.
 
     Both operands are registered, then the product: a DSP block's input and output registers.
-    All three registers have the clock enable ``enable`` and no reset. On ECP5
-    (``family="ecp5"``, operands of at most 18 bits) the multiplier is a ``MULT18X18D`` with
-    those registers inside it.
+    With ``operand_regs=2`` the operands pass one more register first, and with
+    ``product_regs=2`` the product one more after (in the fabric, next to the logic that
+    selects the operands or adds the products: the iCE40's DSP blocks are far from it). All
+    registers have the clock enable ``enable`` and no reset. On ECP5 (``family="ecp5"``,
+    operands of at most 18 bits) the multiplier is a ``MULT18X18D`` with its registers inside
+    it.
 
     Returns
     -------
@@ -379,13 +385,25 @@ def pipelined_product(m, a, b, width, enable, name, family=None):
         ``signed(width)``.
     """
     a, b = Value.cast(a), Value.cast(b)
+    for k in range(operand_regs - 1):
+        ra = Signal(a.shape(), name=f"{name}_a{k}", reset_less=True)
+        rb = Signal(b.shape(), name=f"{name}_b{k}", reset_less=True)
+        with m.If(enable):
+            m.d.sync += [ra.eq(a), rb.eq(b)]
+        a, b = ra, rb
     if family == "ecp5" and max(len(a), len(b)) <= 18 and width <= 36:
-        return _mult18x18d(m, a, b, width, enable, name)
-    ra = Signal(a.shape(), name=f"{name}_a", reset_less=True)
-    rb = Signal(b.shape(), name=f"{name}_b", reset_less=True)
-    p = Signal(signed(width), name=f"{name}_p", reset_less=True)
-    with m.If(enable):
-        m.d.sync += [ra.eq(a), rb.eq(b), p.eq(ra * rb)]
+        p = _mult18x18d(m, a, b, width, enable, name)
+    else:
+        ra = Signal(a.shape(), name=f"{name}_a", reset_less=True)
+        rb = Signal(b.shape(), name=f"{name}_b", reset_less=True)
+        p = Signal(signed(width), name=f"{name}_p", reset_less=True)
+        with m.If(enable):
+            m.d.sync += [ra.eq(a), rb.eq(b), p.eq(ra * rb)]
+    for k in range(product_regs - 1):
+        rp = Signal(signed(width), name=f"{name}_p{k}", reset_less=True)
+        with m.If(enable):
+            m.d.sync += rp.eq(p)
+        p = rp
     return p
 
 
@@ -421,6 +439,12 @@ def _mult18x18d(m, a, b, width, enable, name):
 
 
 # -- node circuits -------------------------------------------------------------------------------
+
+def _operand_regs(family):
+    """Registers on a multiplier's operands: two on the iCE40 (one in the fabric, one in the
+    ``SB_MAC16``), else one."""
+    return 2 if family == "ice40" else 1
+
 
 class _Node:
     """What the node circuits share: the output register, its next value and the step window.
@@ -479,7 +503,8 @@ class _Node:
 class ElementwiseNode(_Node):
     """An elementwise primitive on ``lanes`` ALUs, ``ceil(elements / lanes)`` steps.
 
-    ``mul`` pipelines (:attr:`depth` 2): each lane is a :func:`pipelined_product`.
+    ``mul`` pipelines (:attr:`depth` 2, 3 for ``family="ice40"``): each lane is a
+    :func:`pipelined_product`.
 
     Parameters
     ----------
@@ -495,16 +520,20 @@ class ElementwiseNode(_Node):
         Prefix of the node's signals.
     dynamic : bool, default False
         ``rows`` is the bound of a dynamic row count (see :meth:`steps_for`).
+    family : {None, "ecp5", "ice40"}, optional
+        As for :class:`MatmulNode`.
     """
 
-    def __init__(self, op, attrs, in_dtype, out_dtype, rows, cols, lanes, name, *, dynamic=False):
+    def __init__(self, op, attrs, in_dtype, out_dtype, rows, cols, lanes, name, *, dynamic=False,
+                 family=None):
         self.op, self.attrs = op, attrs
         self.in_dtype, self.out_dtype = in_dtype, out_dtype
         self.rows, self.cols, self.name = rows, cols, name
         self.lanes = min(lanes, rows * cols)
         self.steps = ceil_div(rows * cols, self.lanes)
         self.dynamic = dynamic
-        self.depth = 2 if op == "mul" else 0
+        self.operand_regs = _operand_regs(family)
+        self.depth = self.operand_regs + 1 if op == "mul" else 0
 
     def _row_steps(self, rows):
         return ceil_div(rows * self.cols, self.lanes)
@@ -529,7 +558,7 @@ class ElementwiseNode(_Node):
             name = f"{self.name}_l{lane}"
             if self.latency:
                 y = pipelined_product(m, ins[0], ins[1], self.out_dtype.bits, issue.enable,
-                                      name, issue.family)
+                                      name, issue.family, self.operand_regs)
             else:
                 y = lane_op(m, self.op, self.attrs, self.in_dtype, self.out_dtype, ins,
                             rom=rom.read_port(domain="comb") if rom is not None else None,
@@ -649,12 +678,13 @@ class MatmulNode(_Node):
         ``m_`` is the bound of ``a``'s dynamic row count: the products are ordered row by row
         (``i`` slowest, ``p = i * K * N + k * N + j``), so the rows below the count take the
         first ``ceil(rows * K * N / multipliers)`` steps (:meth:`steps_for`).
-    split : int, optional
-        Bits of the low half of a split running sum (only when ``out_dtype`` is wider).
+    family : {None, "ecp5", "ice40"}, optional
+        ``"ice40"``: a running sum wider than 16 bits is split into 16-bit halves, and the
+        multipliers' operands pass a fabric register before the ``SB_MAC16``.
     """
 
     def __init__(self, in_dtype, out_dtype, m_, k, n, transpose_b, fused_acc, multipliers, name,
-                 *, dynamic=False, split=None):
+                 *, dynamic=False, family=None):
         self.in_dtype, self.out_dtype = in_dtype, out_dtype
         self.m, self.k, self.n = m_, k, n
         self.transpose_b, self.fused_acc, self.name = transpose_b, fused_acc, name
@@ -662,7 +692,8 @@ class MatmulNode(_Node):
         self.multipliers = min(multipliers, self.products)
         self.steps = ceil_div(self.products, self.multipliers)
         self.dynamic = dynamic
-        self.split = split if split is not None and out_dtype.bits > split else None
+        self.split = 16 if family == "ice40" and out_dtype.bits > 16 else None
+        self.operand_regs = _operand_regs(family)
         # plan[c] = {output: [(multiplier, k), ...]}: the products of step c
         self.plan = []
         for c in range(self.steps):
@@ -676,7 +707,9 @@ class MatmulNode(_Node):
             self.plan.append(contrib)
         terms = max(len(units) for contrib in self.plan for units in contrib.values())
         self.levels = (terms - 1).bit_length()
-        self.depth = 2 + self.levels + (self.split is not None)
+        # iCE40: a product that goes straight into a running sum passes a fabric register too
+        self.product_regs = 2 if family == "ice40" and self.levels == 0 else 1
+        self.depth = self.operand_regs + self.product_regs + self.levels + (self.split is not None)
 
     @property
     def late_reads(self):
@@ -706,6 +739,7 @@ class MatmulNode(_Node):
         ``nxt`` is the accumulator at every beat's output stage. The accumulator operand is then
         not read."""
         self.start = start
+        self._flags = {}
         M, N, U = self.m, self.n, self.multipliers
         merged = acc_init is not None
         piped = self.latency > 0
@@ -738,8 +772,9 @@ class MatmulNode(_Node):
             for k in range(1, self.latency + 1):
                 stages.append(stages[-1].later(m, 1, f"{self.name}_d{k}"))
             prod = [pipelined_product(m, ma[u], mb[u], pw, issue.enable, f"{self.name}_m{u}",
-                                      issue.family) for u in range(U)]
-            at = stages[2]
+                                      issue.family, self.operand_regs, self.product_regs)
+                    for u in range(U)]
+            at = stages[self.operand_regs + self.product_regs]
         else:
             prod = []
             for u in range(U):
@@ -797,28 +832,65 @@ class MatmulNode(_Node):
                 with m.Switch(at.step):
                     with m.Case(*active):
                         m.d.comb += self.nxt.elems[i][j].eq(total_o)
+        steps = range(self.start, self.start + self.steps)
+        last = len(stages) - 1
         if merged:
-            self._acc_write(m, at, at.active(range(self.start, self.start + self.steps)), [
-                (self.reg.elems[i][j], self.nxt.elems[i][j], self._init(acc_init, i, j))
-                for i in range(M) for j in range(N)])
-        else:
-            self._write(m, at)
+            self._acc_write(m, stages, last, steps, [
+                                (self.reg.elems[i][j], self.nxt.elems[i][j],
+                                 self._init(acc_init, i, j)) for i in range(M) for j in range(N)])
+        elif self.reg is not None:
+            with m.If(at.enable & self._writes(m, stages, last, steps, data=True)):
+                m.d.sync += [r.eq(n) for r, n in zip(self.reg.flat(), self.nxt.flat())]
 
-    def _acc_write(self, m, at, active, regs):
-        """Write ``(register, value, init)`` triples of a merged accumulator at stage ``at`` in
-        the ``active`` cycles; restart them from init after a step whose ``reset`` is set and on
-        the domain's reset. When every output adds in every step the registers take their value
-        whenever the pipeline moves (or resets): one enable and one reset each, both shallow."""
-        restart = ResetSignal() | at.valid & at.reset
-        if self._always:
-            with m.If(at.enable | ResetSignal()):
-                m.d.sync += [r.eq(v) for r, v, _ in regs]
-                with m.If(restart):
-                    m.d.sync += [r.eq(i) for r, _, i in regs]
+    def _flag(self, m, stages, k, fn, name):
+        """``fn(stages[k])`` as a register of its own, set from the stage before (so an enable
+        that uses it is one gate after the pipeline's enable); ``fn(stages[0])`` for ``k = 0``."""
+        if k == 0:
+            return fn(stages[0])
+        flag = Signal(name=f"{self.name}_{name}_{k}")
+        with m.If(stages[k - 1].enable):
+            m.d.sync += flag.eq(fn(stages[k - 1]))
+        return flag
+
+    def _writes(self, m, stages, k, steps, data=False):
+        """Stage ``k`` holds an issued step among ``steps`` (of a data beat, with ``data``)."""
+        key = (k, tuple(steps), data)
+        if key not in self._flags:
+            self._flags[key] = self._flag(
+                m, stages, k, lambda st: st.valid & st.has(steps) & (st.data if data else 1),
+                f"w{len(self._flags)}")
+        return self._flags[key]
+
+    def _restarts(self, m, stages, k):
+        """Stage ``k`` holds a beat's last step after which the accumulator restarts."""
+        key = (k, "restart")
+        if key not in self._flags:
+            self._flags[key] = self._flag(m, stages, k, lambda st: st.valid & st.reset, "restart")
+        return self._flags[key]
+
+    def _acc_write(self, m, stages, k, steps, regs, *, restart_at=None):
+        """Write ``(register, value, init)`` triples of a merged accumulator at stage ``k`` when
+        it holds one of ``steps``; restart them from init when stage ``restart_at`` (default
+        ``k``) holds a beat's last step after which the accumulator restarts, and on the
+        domain's reset. One enable and one reset per register, each a gate after the pipeline's
+        enable: when every output adds in every step the registers take their value whenever
+        the pipeline moves, else when a register of its own (write or restart) says so."""
+        restart_at = k if restart_at is None else restart_at
+        restart = self._restarts(m, stages, restart_at)
+        if self._always and restart_at == k:
+            enable = stages[k].enable
         else:
-            with m.If(active):
-                m.d.sync += [r.eq(v) for r, v, _ in regs]
-            with m.If(ResetSignal() | at.enable & at.valid & at.reset):
+            key = (k, restart_at, tuple(steps), "wr")
+            if key not in self._flags:
+                flag = Signal(name=f"{self.name}_wr{len(self._flags)}")
+                w, r = stages[k - 1], stages[restart_at - 1]
+                with m.If(w.enable):
+                    m.d.sync += flag.eq(w.valid & w.has(steps) | r.valid & r.reset)
+                self._flags[key] = flag
+            enable = stages[k].enable & self._flags[key]
+        with m.If(enable | ResetSignal()):
+            m.d.sync += [r.eq(v) for r, v, _ in regs]
+            with m.If(restart | ResetSignal()):
                 m.d.sync += [r.eq(i) for r, _, i in regs]
 
     def _split_sum(self, m, stages, terms, acc, acc_init, h):
@@ -827,6 +899,7 @@ class MatmulNode(_Node):
         M, N, W = self.m, self.n, self.out_dtype.bits
         merged = acc_init is not None
         lo_at, hi_at = stages[-2], stages[-1]
+        lo_k, hi_k = len(stages) - 2, len(stages) - 1
         lo_regs, hi_regs = [], []
         self.nxt = HTile.signals(self.out_dtype, M, N, f"{self.name}_n")
         for o in range(M * N):
@@ -847,6 +920,8 @@ class MatmulNode(_Node):
             (total,) = terms[o]
             tv = Value.cast(total)
             if merged:
+                init = self._init(acc_init, i, j)
+                init_lo, init_hi = init & ((1 << h) - 1), init >> h
                 lo_base, hi_base = lo, hi
             else:
                 sv = Value.cast(self._start_value(acc, i, j))
@@ -864,31 +939,35 @@ class MatmulNode(_Node):
             m.d.comb += hi_sum.eq(hi_base + upper + carry)
             with m.If(lo_at.enable):
                 m.d.sync += [carry.eq(lo_sum[h]), upper.eq(top)]
-            if merged:  # the low half restarts a stage before the high half: keep it for nxt
-                init = self._init(acc_init, i, j)
-                self._acc_write(m, lo_at, lo_at.active(active),
-                                [(lo, lo_sum[:h], init & ((1 << h) - 1))])
-                self._acc_write(m, hi_at, hi_at.active(active), [(hi, hi_sum, init >> h)])
-                held = Signal(h, name=f"{self.name}_s{o}_held", reset_less=True)
-                with m.If(lo_at.enable):
-                    m.d.sync += held.eq(lo)
-                    with m.Switch(lo_at.step):
-                        with m.Case(*active):
-                            m.d.sync += held.eq(lo_sum[:h])
-                lo_final = held
+            if merged:
+                self._acc_write(m, stages, hi_k, active, [(hi, hi_sum, init_hi)])
+                # the restart comes with the beat's last step; the next beat's first step may
+                # write the low half in the same cycle as that step's high half, unless the
+                # output does not add in its first step
+                if active[0] > self.start:  # the low half restarts with the high half
+                    self._acc_write(m, stages, lo_k, active, [(lo, lo_sum[:h], init_lo)],
+                                    restart_at=hi_k)
+                else:  # it restarts a stage earlier, and a copy keeps the beat's low half
+                    self._acc_write(m, stages, lo_k, active, [(lo, lo_sum[:h], init_lo)])
+                    held = Signal(h, name=f"{self.name}_s{o}_held", reset_less=True)
+                    with m.If(lo_at.enable):
+                        m.d.sync += held.eq(lo_sum[:h])
+                        if not self._always:
+                            with m.If(~self._writes(m, stages, lo_k, active)):
+                                m.d.sync += held.eq(lo)
+                    lo = held
             else:
-                with m.If(lo_at.active(active) & lo_at.data):
+                with m.If(lo_at.enable & self._writes(m, stages, lo_k, active, data=True)):
                     m.d.sync += lo.eq(lo_sum[:h])
-                with m.If(hi_at.active(active) & hi_at.data):
+                with m.If(hi_at.enable & self._writes(m, stages, hi_k, active, data=True)):
                     m.d.sync += hi.eq(hi_sum)
-                lo_final = lo
             if len(active) == self.steps:
-                m.d.comb += self.nxt.elems[i][j].eq(Cat(lo_final, hi_sum))
+                m.d.comb += self.nxt.elems[i][j].eq(Cat(lo, hi_sum))
             else:  # the output holds in the steps that do not add to it
-                m.d.comb += self.nxt.elems[i][j].eq(Cat(lo_final, hi))
+                m.d.comb += self.nxt.elems[i][j].eq(Cat(lo, hi))
                 with m.Switch(hi_at.step):
                     with m.Case(*active):
-                        m.d.comb += self.nxt.elems[i][j].eq(Cat(lo_final, hi_sum))
+                        m.d.comb += self.nxt.elems[i][j].eq(Cat(lo, hi_sum))
 
     def _fresh(self, m, stages, first, name):
         """Whether the sum being written at the last of ``stages`` starts afresh: it is at step
