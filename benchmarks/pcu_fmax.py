@@ -21,12 +21,14 @@ time):
 * iCE40 UP5K: ``synth_ice40 -dsp -top top``, ``nextpnr-ice40 --up5k --package sg48``;
 
 both with ``--timing-allow-fail --seed N`` for seeds ``1..--seeds``; Fmax is the routed
-``fmax`` of the report JSON (the "Max frequency for clock" line). ``--platform`` elaborates the
-PCU for the device (:func:`stepforge.hdl.tile_ops.dsp_family`: primitive DSPs with their
-internal registers on ECP5); without it the generic Verilog is measured.
+``fmax`` of the report JSON (the "Max frequency for clock" line). On ECP5 each PCU is measured
+twice: generic Verilog (Yosys infers ``MULT18X18D`` but leaves the operand and product
+registers in the fabric) and elaborated for the device (a platform whose ``family`` is
+``"ecp5"``, :func:`stepforge.hdl.tile_ops.dsp_family`: ``MULT18X18D`` instances with those
+registers inside). ``synth_ice40 -dsp`` packs them into ``SB_MAC16`` from the generic Verilog.
 
 Run: ``python benchmarks/pcu_fmax.py [--only gemm|gemv] [--target ecp5|ice40] [--seeds 3]
-[--platform] [--paths]``; about 1 to 3 minutes per unit and target on 2 cores.
+[--platform generic|device|both] [--paths]``; about 10 minutes for everything on 2 cores.
 """
 
 import argparse
@@ -250,28 +252,36 @@ def main(argv=None):
     ap.add_argument("--target", choices=list(TARGETS), action="append",
                     help="one target (repeatable; default both)")
     ap.add_argument("--seeds", type=int, default=3, help="placement seeds 1..N (default 3)")
-    ap.add_argument("--platform", action="store_true",
-                    help="elaborate for the device (primitive DSPs where the PCU has them)")
+    ap.add_argument("--platform", choices=("generic", "device", "both"), default="both",
+                    help="ECP5: generic Verilog, elaborated for the device (MULT18X18D with its "
+                         "registers inside), or both (default); iCE40 is always generic")
     ap.add_argument("--paths", action="store_true", help="print each seed's critical path")
     args = ap.parse_args(argv)
     units = args.only or list(UNITS)
     targets = args.target or list(TARGETS)
-    header = ("unit", "target", "II", "Fmax median", "range", "LUT4/LC", "FF", "DSP", "seconds")
+    header = ("unit", "target", "DSP registers", "II", "latency", "Fmax median", "range",
+              "LUT4/LC", "FF", "DSP", "seconds")
     rows = []
     for target in targets:
+        variants = [False]
+        if target == "ecp5":
+            variants = {"generic": [False], "device": [True], "both": [False, True]}[args.platform]
         for kind in units:
-            r = measure(kind, target, range(1, args.seeds + 1), platform=args.platform,
-                        paths=args.paths)
-            u, res, f = r["unit"], r["res"], r["fmax"]
-            lut = res.get("LUT4", res.get("LC"))
-            rows.append((kind, target, str(u.ii), f"{statistics.median(f):.1f} MHz",
-                         f"{min(f):.1f}-{max(f):.1f}", str(lut), str(res["FF"]), str(res["DSP"]),
-                         f"{r['seconds']:.0f}"))
-            print(f"{kind} {target}: {u!r}", file=sys.stderr)
-            for s, p in enumerate(r["paths"], 1):
-                print(f"  seed {s}: {_summary(p)}", file=sys.stderr)
-                for x in _steps(p):
-                    print("    " + x, file=sys.stderr)
+            for platform in variants:
+                r = measure(kind, target, range(1, args.seeds + 1), platform=platform,
+                            paths=args.paths)
+                u, res, f = r["unit"], r["res"], r["fmax"]
+                lut = res.get("LUT4", res.get("LC"))
+                where = ("in MULT18X18D" if platform else "fabric") if target == "ecp5" else \
+                    "in SB_MAC16"
+                rows.append((kind, target, where, str(u.ii), str(u.latency),
+                             f"{statistics.median(f):.1f} MHz", f"{min(f):.1f}-{max(f):.1f}",
+                             str(lut), str(res["FF"]), str(res["DSP"]), f"{r['seconds']:.0f}"))
+                print(f"{kind} {target} ({where}): {u!r}", file=sys.stderr)
+                for s, p in enumerate(r["paths"], 1):
+                    print(f"  seed {s}: {_summary(p)}", file=sys.stderr)
+                    for x in _steps(p):
+                        print("    " + x, file=sys.stderr)
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
     print("  ".join(h.ljust(w) for h, w in zip(header, widths)))
     for r in rows:

@@ -726,9 +726,12 @@ class PCU(wiring.Component):
                 with m.Elif(ctrl["hd"]):
                     m.d.sync += self._assign_value(acc_regs, result_if_data)
 
+        ended = Signal(name="ended")  # the stream's last beat was taken: no input is awaited
+        with m.If(finish & last):
+            m.d.sync += ended.eq(1)
         m.d.comb += [
             self.status.busy.eq(any_valid | out_valid | busy),
-            self.status.stall_in.eq(~all_valid & ~self.status.error),
+            self.status.stall_in.eq(~all_valid & ~self.status.error & ~ended),
             self.status.stall_out.eq(out_valid & ~o.ready),
         ]
         return m

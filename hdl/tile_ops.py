@@ -386,21 +386,21 @@ def pipelined_product(m, a, b, width, enable, name, family=None, operand_regs=1,
     """
     a, b = Value.cast(a), Value.cast(b)
     for k in range(operand_regs - 1):
-        ra = Signal(a.shape(), name=f"{name}_a{k}", reset_less=True)
-        rb = Signal(b.shape(), name=f"{name}_b{k}", reset_less=True)
+        ra = Signal(a.shape(), name=f"{name}_ra{k}", reset_less=True)
+        rb = Signal(b.shape(), name=f"{name}_rb{k}", reset_less=True)
         with m.If(enable):
             m.d.sync += [ra.eq(a), rb.eq(b)]
         a, b = ra, rb
     if family == "ecp5" and max(len(a), len(b)) <= 18 and width <= 36:
         p = _mult18x18d(m, a, b, width, enable, name)
     else:
-        ra = Signal(a.shape(), name=f"{name}_a", reset_less=True)
-        rb = Signal(b.shape(), name=f"{name}_b", reset_less=True)
+        ra = Signal(a.shape(), name=f"{name}_ra", reset_less=True)
+        rb = Signal(b.shape(), name=f"{name}_rb", reset_less=True)
         p = Signal(signed(width), name=f"{name}_p", reset_less=True)
         with m.If(enable):
             m.d.sync += [ra.eq(a), rb.eq(b), p.eq(ra * rb)]
     for k in range(product_regs - 1):
-        rp = Signal(signed(width), name=f"{name}_p{k}", reset_less=True)
+        rp = Signal(signed(width), name=f"{name}_rp{k}", reset_less=True)
         with m.If(enable):
             m.d.sync += rp.eq(p)
         p = rp

@@ -82,9 +82,6 @@ def test_status_follows_its_definition_while_the_stream_lasts(name, seed):
                                               f"inputs valid {[tr.valid[i][c] for i in inputs]}"
 
 
-@pytest.mark.xfail(strict=True, reason="hdl/pcu.py (the PCU pipelining work) drives stall_in = "
-                   "~all_valid also after the stream's Done, when the PCU waits for nothing: "
-                   "a PCU that finished early counts stall cycles until the program ends")
 def test_no_stall_in_after_the_stream():
     tr, inputs = run("map_add", 0)
     end = tr.last_cycle("out")

