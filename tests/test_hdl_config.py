@@ -14,12 +14,16 @@ def test_presets():
         fifo_depth=2, mem_channels=4, mem_bytes_per_channel=16, mem_latency=4,
         clock_hz=100_000_000)
     ice = HardwareConfig.ice40_up5k()
+    # 4x4 tiles keep the 8 MAC16 busy; four 2-byte lanes are the four SPRAMs
     assert (ice.tile_rows, ice.tile_cols, ice.dtype, ice.pcu_multipliers, ice.mem_channels,
-            ice.mem_bytes_per_channel) == (2, 2, int16, 8, 1, 2)
+            ice.mem_bytes_per_channel, ice.mem_latency, ice.family) == (4, 4, int16, 8, 4, 2, 4,
+                                                                         "ice40")
     assert HardwareConfig.ice40_up5k(int8).dtype == int8
     ecp5 = HardwareConfig.ecp5_85f()
+    # latency 5: lanes of several DP16KD banks add a cycle to the memory's pipeline
     assert (ecp5.tile_rows, ecp5.tile_cols, ecp5.dtype, ecp5.pcu_multipliers,
-            ecp5.mem_channels) == (4, 4, int16, 16, 2)
+            ecp5.mem_channels, ecp5.mem_latency, ecp5.family) == (4, 4, int16, 16, 2, 5, "ecp5")
+    assert HardwareConfig.sim().family is None
     with pytest.raises(ValueError, match="supports int8 and int16 tiles, not bf16"):
         HardwareConfig.ice40_up5k(bf16)
 
@@ -29,8 +33,16 @@ def test_repr_mirrors_constructor():
     assert repr(cfg) == (
         "HardwareConfig(tile_rows=4, tile_cols=4, dtype=int16, acc_dtype=int32, pcu_lanes=4, "
         "pcu_multipliers=16, fifo_depth=2, mem_channels=4, mem_bytes_per_channel=16, "
-        "mem_latency=4, clock_hz=100000000)")
+        "mem_latency=4, clock_hz=100000000, family=None)")
     assert eval(repr(cfg), {"HardwareConfig": HardwareConfig, **DTYPES}) == cfg
+    ecp5 = HardwareConfig.ecp5_85f()
+    assert eval(repr(ecp5), {"HardwareConfig": HardwareConfig, **DTYPES}) == ecp5
+
+
+def test_family_is_checked():
+    with pytest.raises(ValueError, match="HardwareConfig.family must be one of None, 'ecp5', "
+                                         "'ice40', not 'gowin'"):
+        HardwareConfig.sim().replace(family="gowin")
 
 
 def test_derived_and_defaults():
