@@ -635,15 +635,21 @@ class PCU(wiring.Component):
         m.d.comb += [p.ready.eq(finish) for p in ports]
         # the step counter moves without waiting for the lock-step check (``run``): a beat
         # whose inputs disagree raises an error in the next cycle, and stops the unit anyway
+        # (``step_onehot``: the same step, one bit per step, for the operand multiplexers)
+        step_next = Signal.like(step, name="step_next")
+        step_onehot = Signal(self.ii, name="step_onehot", init=1)
+        m.d.comb += step_next.eq(step)
         with m.If(all_valid & pipe_en & ~self.status.error):
-            m.d.sync += step.eq(0)
+            m.d.comb += step_next.eq(0)
             if self.ii > 1:
                 with m.If(~final):
-                    m.d.sync += step.eq(step + 1)
+                    m.d.comb += step_next.eq(step + 1)
                     for node, end in zip(timed[:-1], ends[:-1]):
                         if not isinstance(end, int):  # skip the steps of rows beyond the count
                             with m.If(step == end):
-                                m.d.sync += step.eq(node.start + node.steps)
+                                m.d.comb += step_next.eq(node.start + node.steps)
+        m.d.sync += [step.eq(step_next),
+                     step_onehot.eq(Cat(*(step_next == k for k in range(self.ii))))]
 
         # the output stage: a beat's last step, ``latency`` pipeline moves later
         merged = self._merged is not None
@@ -697,7 +703,7 @@ class PCU(wiring.Component):
             # a step counts as issued when every input offers its beat: a beat refused for an
             # error issues its step too (harmless: the unit stops, and a next beat's step would
             # write the same registers), and ``valid`` stays two LUTs from the ports
-            issue = Issue(step, all_valid, hd, pipe_en, family, restart, self.ii)
+            issue = Issue(step, all_valid, hd, pipe_en, family, restart, self.ii, step_onehot)
             result_if_data = self._elaborate_graph(m, issue, args, acc_regs)
 
         # the output beat

@@ -36,6 +36,7 @@ from amaranth.lib import data
 from amaranth.lib.memory import Memory
 
 from ..sim import fixedpoint
+from .mux import one_hot_mux
 
 __all__ = ["HTile", "ceil_div", "wrap", "clamp", "lane_op", "fixed_point_alu", "segment_rom",
            "dsp_family", "Issue", "pipelined_product", "ElementwiseNode", "RowReduceNode",
@@ -333,16 +334,35 @@ class Issue:
     steps : int, optional
         How many steps there are (the PCU's ``ii``): a test that the step is one of them all is
         left out.
+    onehot : amaranth.hdl.Value, optional
+        ``steps`` bits, bit ``step`` set: multiplexers select with it (AND-OR, no decoder).
     """
 
-    def __init__(self, step, valid, data, enable, family=None, reset=0, steps=None):
+    def __init__(self, step, valid, data, enable, family=None, reset=0, steps=None, onehot=None):
         self.step, self.valid, self.data = step, valid, data
         self.enable, self.family, self.reset, self.steps = enable, family, reset, steps
+        self.onehot = onehot
 
+    def select(self, m, out, choices):
+        """Drive ``out`` with ``choices[step]`` (a dict of step to value; 0 in the other steps):
+        an AND-OR multiplexer of the one-hot step when there is one."""
+        if self.onehot is None:
+            with m.Switch(self.step):
+                for c, v in choices.items():
+                    with m.Case(c):
+                        m.d.comb += out.eq(v)
+            return
+        width = len(Value.cast(out))
+        values = []
+        for v in choices.values():
+            v = Value.cast(v)
+            fill = v[-1] if v.shape().signed else Const(0, 1)
+            values.append(v[:width] if len(v) >= width else Cat(v, fill.replicate(width - len(v))))
+        m.d.comb += out.eq(one_hot_mux(Cat(*(self.onehot[c] for c in choices)), values))
     def later(self, m, n, name):
         """The same issue ``n`` moves of the pipeline later: ``step``, ``valid``, ``data`` and
         ``reset`` through ``n`` registers (``valid`` resets to 0, the others have no reset)."""
-        step, valid, data, reset = self.step, self.valid, self.data, self.reset
+        step, valid, data, reset, onehot = self.step, self.valid, self.data, self.reset, self.onehot
         for k in range(1, n + 1):
             s = Signal(Value.cast(step).shape(), name=f"{name}_step{k}", reset_less=True)
             v = Signal(name=f"{name}_valid{k}")
@@ -350,8 +370,13 @@ class Issue:
             r = Signal(name=f"{name}_reset{k}", reset_less=True)
             with m.If(self.enable):
                 m.d.sync += [s.eq(step), v.eq(valid), d.eq(data), r.eq(reset)]
+            if onehot is not None:
+                h = Signal(len(onehot), name=f"{name}_onehot{k}", reset_less=True)
+                with m.If(self.enable):
+                    m.d.sync += h.eq(onehot)
+                onehot = h
             step, valid, data, reset = s, v, d, r
-        return Issue(step, valid, data, self.enable, self.family, reset, self.steps)
+        return Issue(step, valid, data, self.enable, self.family, reset, self.steps, onehot)
 
     def has(self, steps):
         """The step is one of ``steps``."""
@@ -367,7 +392,8 @@ class Issue:
         return self.enable & self.valid & self.has(steps)
 
 
-def pipelined_product(m, a, b, width, enable, name, family=None, operand_regs=1, product_regs=1):
+def pipelined_product(m, a, b, width, enable, name, family=None, operand_regs=1, product_regs=1,
+                      zero=None):
     """``a * b`` wrapped to ``signed(width)``, ``operand_regs + product_regs`` pipeline moves
     after ``a`` and ``b``.
 
@@ -377,7 +403,8 @@ def pipelined_product(m, a, b, width, enable, name, family=None, operand_regs=1,
     selects the operands or adds the products: the iCE40's DSP blocks are far from it). All
     registers have the clock enable ``enable`` and no reset. On ECP5 (``family="ecp5"``,
     operands of at most 18 bits) the multiplier is a ``MULT18X18D`` with its registers inside
-    it.
+    it. With ``zero`` the first register of ``a`` takes 0 where ``zero`` is high (its
+    synchronous reset), so the product is 0.
 
     Returns
     -------
@@ -389,16 +416,16 @@ def pipelined_product(m, a, b, width, enable, name, family=None, operand_regs=1,
         ra = Signal(a.shape(), name=f"{name}_ra{k}", reset_less=True)
         rb = Signal(b.shape(), name=f"{name}_rb{k}", reset_less=True)
         with m.If(enable):
-            m.d.sync += [ra.eq(a), rb.eq(b)]
-        a, b = ra, rb
+            m.d.sync += [ra.eq(a if zero is None else Mux(zero, 0, a)), rb.eq(b)]
+        a, b, zero = ra, rb, None
     if family == "ecp5" and max(len(a), len(b)) <= 18 and width <= 36:
-        p = _mult18x18d(m, a, b, width, enable, name)
+        p = _mult18x18d(m, a, b, width, enable, name, zero)
     else:
         ra = Signal(a.shape(), name=f"{name}_ra", reset_less=True)
         rb = Signal(b.shape(), name=f"{name}_rb", reset_less=True)
         p = Signal(signed(width), name=f"{name}_p", reset_less=True)
         with m.If(enable):
-            m.d.sync += [ra.eq(a), rb.eq(b), p.eq(ra * rb)]
+            m.d.sync += [ra.eq(a if zero is None else Mux(zero, 0, a)), rb.eq(b), p.eq(ra * rb)]
     for k in range(product_regs - 1):
         rp = Signal(signed(width), name=f"{name}_rp{k}", reset_less=True)
         with m.If(enable):
@@ -407,9 +434,10 @@ def pipelined_product(m, a, b, width, enable, name, family=None, operand_regs=1,
     return p
 
 
-def _mult18x18d(m, a, b, width, enable, name):
+def _mult18x18d(m, a, b, width, enable, name, zero=None):
     """An ECP5 ``MULT18X18D``, signed, input registers A and B and the output register on
-    ``CLK0``/``CE0`` (no pipeline register, no reset, not on the global set/reset)."""
+    ``CLK0``/``CE0`` (no pipeline register, not on the global set/reset); with ``zero`` the A
+    register's synchronous reset is ``RST1 = zero & enable``, the others have none."""
     ax = Signal(signed(18), name=f"{name}_ax")
     bx = Signal(signed(18), name=f"{name}_bx")
     p = Signal(36, name=f"{name}_p36")
@@ -418,7 +446,7 @@ def _mult18x18d(m, a, b, width, enable, name):
     for r in ("INPUTA", "INPUTB", "INPUTC", "PIPELINE", "OUTPUT"):
         regs[f"p_REG_{r}_CLK"] = "CLK0" if r in ("INPUTA", "INPUTB", "OUTPUT") else "NONE"
         regs[f"p_REG_{r}_CE"] = "CE0"
-        regs[f"p_REG_{r}_RST"] = "RST0"
+        regs[f"p_REG_{r}_RST"] = "RST1" if r == "INPUTA" else "RST0"
     ports = {}
     for k in range(18):
         ports[f"i_A{k}"], ports[f"i_B{k}"], ports[f"i_C{k}"] = ax[k], bx[k], Const(0, 1)
@@ -427,7 +455,7 @@ def _mult18x18d(m, a, b, width, enable, name):
     for k in range(4):
         ports[f"i_CLK{k}"] = ClockSignal() if k == 0 else Const(0, 1)
         ports[f"i_CE{k}"] = enable if k == 0 else Const(0, 1)
-        ports[f"i_RST{k}"] = Const(0, 1)
+        ports[f"i_RST{k}"] = (zero & enable) if k == 1 and zero is not None else Const(0, 1)
     m.submodules[f"{name}_dsp"] = Instance(
         "MULT18X18D", **regs, p_GSR="DISABLED", p_RESETMODE="SYNC", p_SOURCEB_MODE="B_SHIFT",
         p_MULT_BYPASS="DISABLED", p_CAS_MATCH_REG="FALSE", p_HIGHSPEED_CLK="NONE",
@@ -758,28 +786,31 @@ class MatmulNode(_Node):
         pw = min(2 * self.in_dtype.bits, W)
         ma = [Signal(signed(self.in_dtype.bits), name=f"{self.name}_m{u}_a") for u in range(U)]
         mb = [Signal(signed(self.in_dtype.bits), name=f"{self.name}_m{u}_b") for u in range(U)]
-        with m.Switch(issue.step):
-            for c, contrib in enumerate(self.plan):
-                with m.Case(start + c):
-                    for o, units in contrib.items():
-                        i, j = divmod(o, N)
-                        for u, kk in units:
-                            bv = b.at(j, kk) if self.transpose_b else b.at(kk, j)
-                            av = a.at(i, kk) if not merged else Mux(issued, a.at(i, kk), 0)
-                            m.d.comb += [ma[u].eq(av), mb[u].eq(bv)]
+        choose_a, choose_b = [{} for _ in range(U)], [{} for _ in range(U)]
+        for c, contrib in enumerate(self.plan):
+            for o, units in contrib.items():
+                i, j = divmod(o, N)
+                for u, kk in units:
+                    choose_a[u][start + c] = a.at(i, kk)
+                    choose_b[u][start + c] = b.at(j, kk) if self.transpose_b else b.at(kk, j)
+        for u in range(U):
+            issue.select(m, ma[u], choose_a[u])
+            issue.select(m, mb[u], choose_b[u])
+        # a merged accumulator adds zero products when no data step is issued: ``a`` is zero
+        zero = ~issued if merged else None
         stages = [issue]  # the issue, then one stage per pipeline register
         if piped:
             for k in range(1, self.latency + 1):
                 stages.append(stages[-1].later(m, 1, f"{self.name}_d{k}"))
             prod = [pipelined_product(m, ma[u], mb[u], pw, issue.enable, f"{self.name}_m{u}",
-                                      issue.family, self.operand_regs, self.product_regs)
+                                      issue.family, self.operand_regs, self.product_regs, zero)
                     for u in range(U)]
             at = stages[self.operand_regs + self.product_regs]
         else:
             prod = []
             for u in range(U):
                 p = Signal(signed(pw), name=f"{self.name}_m{u}_p")
-                m.d.comb += p.eq(ma[u] * mb[u])
+                m.d.comb += p.eq((ma[u] if zero is None else Mux(zero, 0, ma[u])) * mb[u])
                 prod.append(p)
             at = issue
         terms = self._terms(m, at, prod, pw)
