@@ -90,7 +90,7 @@ def compile_program(program, config=None, *, depths=None, separate=True, unit_ca
         system = System(hw, storage="verilog", target=target)
         with gc_paused():
             text = verilator.convert(system, "top")
-    return hw, system, text + lane_ram_verilog(zero_init=target == "sim")
+    return hw, system, text + lane_ram_verilog(zero_init=target == "sim", family=hw.config.family)
 
 
 def _words(buf, word_bytes):

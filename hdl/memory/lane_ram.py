@@ -59,7 +59,7 @@ def organize(family, width, depth):
     return LaneOrganization(width, depth, 1, 1)
 
 
-def lane_ram_verilog(zero_init=True):
+def lane_ram_verilog(zero_init=True, family=None):
     """The Verilog of the storage of one lane for ``storage="verilog"``.
 
     ``BANKS x ceil(WIDTH / SLICE)`` single-port RAMs of ``ROWS x SLICE`` bits (the
@@ -72,8 +72,10 @@ def lane_ram_verilog(zero_init=True):
     Amaranth writes every initial word of a ``lib.memory`` into its Verilog, so a memory of
     hundreds of kilobytes would make a Verilog file of hundreds of thousands of lines; this module
     keeps it to a loop. ``zero_init`` (the simulation target) clears the words at time zero; a
-    board build leaves them uninitialized (SPRAM has no initial contents).
-    Append the text to the design's Verilog.
+    board build leaves them uninitialized (SPRAM has no initial contents). For ``family="ice40"``
+    the RAMs carry ``ram_style = "huge"``, so Yosys puts them in ``SB_SPRAM256KA`` even where
+    block RAM would be cheaper by its measure (the SPRAMs are otherwise unused, the 30 EBR are
+    scarce). Append the text to the design's Verilog.
     """
     def init(body):
         return f"\n    initial begin\n{body}    end" if zero_init else ""
@@ -82,6 +84,7 @@ def lane_ram_verilog(zero_init=True):
     out_init = init("      rdata_q = {WIDTH{1'b0}};\n      bank_q = 0;\n      bank_qq = 0;\n")
     bank_init = init("      held = {WIDTH{1'b0}};\n")
     declare_i = "\n      integer i;" if zero_init else ""
+    style = '(* ram_style = "huge" *) ' if family == "ice40" else ""
     return f"""
 module {LANE_RAM_MODULE} #(parameter WIDTH = 64, parameter DEPTH = 16, parameter AW = 4,
                            parameter SLICE = 64, parameter ROWS = 16, parameter BANKS = 1) (
@@ -111,7 +114,7 @@ module {LANE_RAM_MODULE} #(parameter WIDTH = 64, parameter DEPTH = 16, parameter
   generate for (b = 0; b < BANKS; b = b + 1) begin : bank_
     wire [N*SLICE-1:0] q_all;
     for (s = 0; s < N; s = s + 1) begin : slice{declare_i}
-      reg [SLICE-1:0] mem [0:ROWS-1];
+      {style}reg [SLICE-1:0] mem [0:ROWS-1];
       reg [SLICE-1:0] q;{ram_init}
       always @(posedge clk) begin
         if (we && bank == b) mem[row] <= wpad[s*SLICE +: SLICE];
