@@ -708,7 +708,9 @@ class MatmulNode(_Node):
         first ``ceil(rows * K * N / multipliers)`` steps (:meth:`steps_for`).
     family : {None, "ecp5", "ice40"}, optional
         ``"ice40"``: a running sum wider than 16 bits is split into 16-bit halves, and the
-        multipliers' operands pass a fabric register before the ``SB_MAC16``.
+        multipliers' operands pass a fabric register before the ``SB_MAC16``. Either family:
+        products that are not summed by a tree pass a fabric register on their way to the
+        running sums.
     """
 
     def __init__(self, in_dtype, out_dtype, m_, k, n, transpose_b, fused_acc, multipliers, name,
@@ -735,8 +737,9 @@ class MatmulNode(_Node):
             self.plan.append(contrib)
         terms = max(len(units) for contrib in self.plan for units in contrib.values())
         self.levels = (terms - 1).bit_length()
-        # iCE40: a product that goes straight into a running sum passes a fabric register too
-        self.product_regs = 2 if family == "ice40" and self.levels == 0 else 1
+        # on an FPGA a product that goes straight into a running sum passes a fabric register
+        # too (the DSP blocks' outputs are far from the adders)
+        self.product_regs = 2 if family is not None and self.levels == 0 else 1
         self.depth = self.operand_regs + self.product_regs + self.levels + (self.split is not None)
 
     @property
