@@ -313,8 +313,13 @@ class UnitLibrary:
         Raises
         ------
         ValueError
-            The component uses a clock domain other than ``sync``, or reads its reset signal
-            itself while ``reset`` is given (the added reset would change what it reads).
+            The component uses a clock domain other than ``sync``.
+
+        A component that reads ``ResetSignal()`` itself (the PCU lets its reset through a
+        register's enable, so the register maps to a DSP register with a synchronous reset)
+        reads the module's ``rst`` port, which ``reset`` drives too: it sees the added reset as
+        its reset. In the flat design ``ResetInserter`` resets its registers while ``reset`` is
+        high whatever their enables, so the two behave alike.
         """
         fragment = Fragment.get(component, None)
         ports = component_ports(component)
@@ -322,9 +327,6 @@ class UnitLibrary:
         if not fp.domains <= {"comb", "sync"}:
             raise ValueError(f"{component!r} uses the clock domains {sorted(fp.domains)}; "
                              "a separately compiled unit may use only 'sync'")
-        if reset is not None and fp.reads_reset:
-            raise ValueError(f"{component!r} reads ResetSignal() itself: adding a reset to its "
-                             "'rst' port would change what it reads")
         name = f"sf_{type(component).__name__}_{fp.digest[:12]}"
         module = self._known.get(name) or self._load(name, fp.digest)
         if module is None:

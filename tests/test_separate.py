@@ -139,9 +139,13 @@ def test_a_failing_child_names_its_module_and_leaves_no_process(tmp_path, monkey
 
 def test_units_whose_meaning_would_change_are_refused(tmp_path):
     library = UnitLibrary(tmp_path)
-    library.instance(ReadsItsReset())                   # no reset added: fine
-    with pytest.raises(ValueError, match="reads ResetSignal"):
-        library.instance(ReadsItsReset(), reset=Signal(name="hold"))
+    library.instance(ReadsItsReset())
+    # a unit that reads its reset sees an added reset as its reset (module `rst` = rst | hold):
+    # the instance's rst port is driven by an expression of the hold signal
+    hold = Signal(name="hold")
+    inst = library.instance(ReadsItsReset(), reset=hold)
+    rst, direction = inst.ports["rst"]
+    assert direction == "i" and repr(rst) == repr(ResetSignal() | hold)
     with pytest.raises(ValueError, match="clock domains"):
         library.instance(UsesAnotherDomain())
 
