@@ -10,7 +10,7 @@ from pathlib import Path
 
 from stepforge.loader import load
 from stepforge.sim.interpreter import run
-from stepforge.sim.tokens import to_beats
+from stepforge.contract.tokens import to_beats
 
 
 def main():

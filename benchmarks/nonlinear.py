@@ -1,6 +1,6 @@
 """Accuracy of the fixed-point exp, silu and rsqrt against float64 over the whole int8/int16 domain.
 
-For every raw input ``x`` of the dtype, the fixed-point result (``sim/fixedpoint.py``, the
+For every raw input ``x`` of the dtype, the fixed-point result (``contract/fixedpoint.py``, the
 hardware's bits) is compared with the exact value ``f(x / 2**F) * 2**F`` clamped to the dtype's
 range (the best any Q-format result can do is to round that). Errors are in output LSBs
 (``2**-F``); ``ideal`` is the error of correctly rounding the exact value, ``exact`` counts the
@@ -13,7 +13,7 @@ import argparse
 import numpy as np
 
 from stepforge.compiler.types import int8, int16
-from stepforge.sim import fixedpoint as FP
+from stepforge.contract import fixedpoint as FP
 
 __all__ = ["REFERENCE", "measure", "main"]
 

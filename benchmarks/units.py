@@ -165,7 +165,8 @@ def _build(name, cfg):
     """Unit ``name`` of the table for the hardware config ``cfg``."""
     from stepforge.compiler import functions as F
     from stepforge.compiler.types import Index, Tile, int16, int32
-    from stepforge.hdl import (addrgen, beat, beat_io, broadcast, eager_merge, expand, fifo,
+    from stepforge.contract import beat
+    from stepforge.hdl import (addrgen, beat_io, broadcast, eager_merge, expand, fifo,
                                filter as filt, flatten, memory, offchip_load, offchip_store,
                                parallelize, partition, pcu, pmu, promote, reassemble, repeat,
                                reshape, retile, zip as zip_)

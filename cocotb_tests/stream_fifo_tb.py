@@ -2,7 +2,7 @@
 
 The stimulus is a JSON file named by the environment variable ``STEPFORGE_STIMULUS``::
 
-    {"payloads": [int, ...],      # packed beats (stepforge.hdl.beat.pack_beat), in order
+    {"payloads": [int, ...],      # packed beats (stepforge.contract.beat.pack_beat), in order
      "depth": int,                # the FIFO's depth
      "seed": int,                 # seed of the valid/ready patterns
      "valid_prob": float, "ready_prob": float,

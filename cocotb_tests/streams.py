@@ -13,7 +13,7 @@ DUT's output: once ``valid`` is high, neither ``valid`` nor ``payload`` may chan
 transfer.
 
 Payloads are plain ints (the bits of the port); pack them with
-:func:`stepforge.hdl.beat.pack_beat` and the same layout the hardware uses.
+:func:`stepforge.contract.beat.pack_beat` and the same layout the hardware uses.
 """
 
 import random

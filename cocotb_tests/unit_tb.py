@@ -3,7 +3,7 @@
 Driven entirely by a job file (JSON, path in ``STEPFORGE_UNIT_JOB``), written for example by
 ``tests/test_units_verilator.py``::
 
-    {"inputs":  {"<port>": [int, ...]},       # packed beats (stepforge.hdl.beat.pack_beat)
+    {"inputs":  {"<port>": [int, ...]},       # packed beats (stepforge.contract.beat.pack_beat)
      "outputs": {"<port>": last_bit},         # the payload bit that holds ``last``
      "loops":   {"<out port>": "<in port>"},  # optional: every beat received on the output is
                                               # queued, unchanged, on the input (a unit's own

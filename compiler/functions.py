@@ -6,7 +6,7 @@ Map, Accum and Scan apply a :class:`TileFunction`: a small expression graph over
 parameters whose nodes are the primitives below. A function is checked against its argument types
 when the operator is built (:meth:`TileFunction.infer`), reports its FLOPs
 (:meth:`TileFunction.flops`), and is evaluated bit-exactly by the reference interpreter
-(:func:`stepforge.sim.arith.evaluate`; the numerics are in ``docs/arithmetic.md``).
+(:func:`stepforge.contract.arith.evaluate`; the numerics are in ``docs/arithmetic.md``).
 
 ==================  =====================================  ==============================  ========
 primitive           meaning                                types                           FLOPs
@@ -26,7 +26,7 @@ primitive           meaning                                types                
 
 On ``int8`` and ``int16`` tiles ``exp``, ``silu`` and ``rsqrt`` read the elements as fixed-point
 numbers (Q4.4 and Q8.8) and return the same format, by a table-driven piecewise-linear
-approximation (``stepforge.sim.fixedpoint``, ``docs/arithmetic.md`` section 7).
+approximation (``stepforge.contract.fixedpoint``, ``docs/arithmetic.md`` section 7).
 
 User functions are built from these by tracing a Python function::
 
@@ -304,7 +304,7 @@ def _infer_elementwise(e, ts):
 
 
 #: Integer dtypes on which exp, silu and rsqrt exist in fixed point (Q4.4 and Q8.8; the
-#: formats and the approximations are in ``stepforge.sim.fixedpoint`` and ``docs/arithmetic.md``).
+#: formats and the approximations are in ``stepforge.contract.fixedpoint`` and ``docs/arithmetic.md``).
 FIXED_POINT_DTYPES = ("int8", "int16")
 
 

@@ -124,7 +124,7 @@ class LoweringContext:
         return bounds or None
 
     def layout(self, stream):
-        from ..hdl.beat import beat_layout
+        from ..contract.beat import beat_layout
         return beat_layout(stream.dtype, stream.rank, row_bound=self.row_bound(stream.dtype))
 
     def placement(self, tensor, tile):
@@ -310,7 +310,7 @@ def lower(program, config=None, *, depths=None, memory_slack_bytes=0, tiling="au
     -------
     HardwareGraph
     """
-    from ..hdl.beat import beat_layout
+    from ..contract.beat import beat_layout
     from ..hdl.config import HardwareConfig
     from ..hdl.memory import MemoryGeometry
     from . import lower_units  # noqa: F401 (registers the builders)

@@ -139,7 +139,7 @@ class Buffer(ElemType):
         return len(self.shape) - 1
 
     def nbytes(self):
-        return 2  # a 16-bit buffer id on the wire (hdl/beat.py BUFFER_ID_BITS)
+        return 2  # a 16-bit buffer id on the wire (contract/beat.py BUFFER_ID_BITS)
 
     def contents_nbytes(self):
         n = sympy.Integer(1)

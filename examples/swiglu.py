@@ -67,7 +67,7 @@ def reference(program, tensors, inputs):
         x, wg, wu, wd = (tensors[k].astype(np.float64) for k in ("X", "Wg", "Wu", "Wd"))
         g = x @ wg
         return {"Y": ((g / (1 + np.exp(-g))) * (x @ wu)) @ wd}
-    from stepforge.sim.fixedpoint import evaluate_q
+    from stepforge.contract.fixedpoint import evaluate_q
     x, wg, wu, wd = (tensors[k].astype(np.int64) for k in ("X", "Wg", "Wu", "Wd"))
     g = _wrap(_wrap(x @ wg, 32), 16).astype(np.int16)
     u = _wrap(_wrap(x @ wu, 32), 16)

@@ -5,7 +5,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..compiler.types import Index, Select, Tile
-from .beat import INDEX_BITS, beat_signature, stop_width
+from ..contract.beat import INDEX_BITS, beat_signature, stop_width
 from .lockstep import LockStep
 from .retile import FlatMapOutput, PieceGenerator
 from .unit import ErrorCode, StatusSignature, check, check_int, check_ints

@@ -4,7 +4,7 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .beat import beat_layout, beat_signature
+from ..contract.beat import beat_layout, beat_signature
 from .fifo import StreamFIFO
 from .unit import StatusSignature, check_int
 
@@ -33,7 +33,7 @@ class BroadcastUnit(wiring.Component):
     depth : int, default 2
         Entries of each output FIFO (``>= 1``; depth 1 moves at most one beat every other cycle).
     row_bound : int or Mapping, optional
-        Bound of a dynamic tile row count (see :func:`~stepforge.hdl.beat.element_layout`).
+        Bound of a dynamic tile row count (see :func:`~stepforge.contract.beat.element_layout`).
 
     Members
     -------

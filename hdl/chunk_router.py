@@ -4,7 +4,7 @@ from amaranth.hdl import Cat, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .beat import beat_signature
+from ..contract.beat import beat_signature
 from .unit import StatusSignature, check_int
 
 __all__ = ["ChunkRouter"]
@@ -31,7 +31,7 @@ class ChunkRouter(wiring.Component):
     b : int
         Chunk rank, ``0 <= b <= rank``.
     row_bound : int or Mapping, optional
-        Bound of a dynamic tile row count (see :func:`~stepforge.hdl.beat.element_layout`).
+        Bound of a dynamic tile row count (see :func:`~stepforge.contract.beat.element_layout`).
     """
 
     def __init__(self, elem_type, rank, n, b, *, row_bound=None):

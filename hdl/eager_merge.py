@@ -5,7 +5,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..compiler.types import Select
-from .beat import beat_signature, stop_above
+from ..contract.beat import beat_signature, stop_above
 from .mux import one_hot_mux
 from .unit import ErrorCode, StatusSignature, check_int, raise_error
 
@@ -58,7 +58,7 @@ class EagerMergeUnit(wiring.Component):
     b : int
         Chunk rank and rank of every input (``>= 0``).
     row_bound : int or Mapping, optional
-        Bound of a dynamic tile row count (see :func:`~stepforge.hdl.beat.element_layout`).
+        Bound of a dynamic tile row count (see :func:`~stepforge.contract.beat.element_layout`).
 
     Members
     -------

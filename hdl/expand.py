@@ -4,7 +4,7 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .beat import beat_signature
+from ..contract.beat import beat_signature
 from .unit import ErrorCode, StatusSignature, check_int, raise_error
 
 __all__ = ["ExpandUnit"]
@@ -45,7 +45,7 @@ class ExpandUnit(wiring.Component):
     b : int
         Number of expanded (size-1 in the data) levels, ``1 <= b <= rank``.
     row_bound : int or Mapping, optional
-        Bound of a dynamic tile row count (see :func:`~stepforge.hdl.beat.element_layout`).
+        Bound of a dynamic tile row count (see :func:`~stepforge.contract.beat.element_layout`).
 
     Members
     -------

@@ -42,7 +42,7 @@ class StreamFIFO(wiring.Component):
     Parameters
     ----------
     shape : amaranth.hdl.ShapeLike
-        Payload shape, usually a beat layout (:func:`~stepforge.hdl.beat.beat_layout`).
+        Payload shape, usually a beat layout (:func:`~stepforge.contract.beat.beat_layout`).
     depth : int
         Number of entries, ``>= 1``.
     buffered : bool, default False

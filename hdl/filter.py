@@ -5,7 +5,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..compiler.types import Bool
-from .beat import beat_signature, stop_width
+from ..contract.beat import beat_signature, stop_width
 from .lockstep import LockStep
 from .retile import FlatMapOutput, PieceGenerator
 from .unit import StatusSignature, check_int
@@ -33,7 +33,7 @@ class FilterUnit(wiring.Component):
     keep : bool, default True
         The flag value that keeps an element (``keep=False`` drops Reshape's padding).
     row_bound : int or Mapping, optional
-        Bound of a dynamic tile row count (see :func:`~stepforge.hdl.beat.element_layout`).
+        Bound of a dynamic tile row count (see :func:`~stepforge.contract.beat.element_layout`).
 
     Members
     -------

@@ -4,7 +4,7 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .beat import beat_signature
+from ..contract.beat import beat_signature
 from .unit import StatusSignature, check_int
 
 __all__ = ["FlattenUnit"]

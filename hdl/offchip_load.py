@@ -31,7 +31,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from ..compiler.types import ElemType, Index, Tile
-from .beat import beat_signature, stop_width
+from ..contract.beat import beat_signature, stop_width
 from .memory import TensorPlacement, index_shape, quiet_on_error
 from .unit import ErrorCode, StatusSignature, check, check_int, check_ints, raise_error
 
@@ -246,7 +246,7 @@ class LinearLoadUnit(wiring.Component):
     ref_rank : int, optional
         Rank of the reference stream (required with ``ref_type``).
     row_bound : int or Mapping, optional
-        For a reference of dynamic tiles (:func:`~stepforge.hdl.beat.element_layout`).
+        For a reference of dynamic tiles (:func:`~stepforge.contract.beat.element_layout`).
     buffer_tiles : int, optional
         Slots of the tile buffer (default ``mem_latency + 5``).
 

@@ -15,7 +15,7 @@ from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..compiler.types import Bool, Index, Tile
-from .beat import beat_signature, stop_width
+from ..contract.beat import beat_signature, stop_width
 from .fifo import StreamFIFO
 from .memory import TensorPlacement, index_shape, quiet_on_error
 from .unit import ErrorCode, StatusSignature, check, raise_error

@@ -2,7 +2,7 @@
 
 from amaranth.hdl import Cat, Module, Mux, Signal
 
-from .beat import stop_above
+from ..contract.beat import stop_above
 from .chunk_router import ChunkRouter
 from .unit import ErrorCode, raise_error
 
@@ -50,7 +50,7 @@ class ParallelizeUnit(ChunkRouter):
     b : int
         Chunk rank, ``0 <= b <= rank``.
     row_bound : int or Mapping, optional
-        Bound of a dynamic tile row count (see :func:`~stepforge.hdl.beat.element_layout`).
+        Bound of a dynamic tile row count (see :func:`~stepforge.contract.beat.element_layout`).
 
     Members
     -------

@@ -4,7 +4,7 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib.wiring import In
 
 from ..compiler.types import Select
-from .beat import beat_signature, stop_above
+from ..contract.beat import beat_signature, stop_above
 from .chunk_router import ChunkRouter
 from .unit import ErrorCode, raise_error
 
@@ -72,7 +72,7 @@ class PartitionUnit(ChunkRouter):
     b : int
         Chunk rank, ``0 <= b <= rank``.
     row_bound : int or Mapping, optional
-        Bound of a dynamic tile row count (see :func:`~stepforge.hdl.beat.element_layout`).
+        Bound of a dynamic tile row count (see :func:`~stepforge.contract.beat.element_layout`).
 
     Members
     -------

@@ -7,7 +7,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..compiler import functions as F
 from ..compiler.types import Tile, Tuple
-from .beat import beat_layout, beat_signature, element_layout
+from ..contract.beat import beat_layout, beat_signature, element_layout
 from .tile_ops import ElementwiseNode, HTile, Issue, MatmulNode, RowReduceNode, dsp_family
 from .unit import ErrorCode, StatusSignature, check_int, raise_error
 

@@ -4,7 +4,7 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .beat import beat_signature
+from ..contract.beat import beat_signature
 from .held_beat import HeldBeat
 from .repeat import RepeatStaticUnit
 from .unit import StatusSignature, check_int
@@ -38,7 +38,7 @@ class PromoteUnit(wiring.Component):
     b : int, optional
         The new dimension's level, ``0 <= b <= rank + 1``; default ``rank + 1``.
     row_bound : int or Mapping, optional
-        Bound of a dynamic tile row count (see :func:`~stepforge.hdl.beat.element_layout`).
+        Bound of a dynamic tile row count (see :func:`~stepforge.contract.beat.element_layout`).
 
     Members
     -------

@@ -4,7 +4,7 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .beat import beat_signature
+from ..contract.beat import beat_signature
 from .held_beat import HeldBeat
 from .unit import StatusSignature, check_int
 
@@ -37,7 +37,7 @@ class RepeatStaticUnit(wiring.Component):
     n : int
         Copies of every element (``>= 1``).
     row_bound : int or Mapping, optional
-        Bound of a dynamic tile row count (see :func:`~stepforge.hdl.beat.element_layout`).
+        Bound of a dynamic tile row count (see :func:`~stepforge.contract.beat.element_layout`).
 
     Members
     -------

@@ -5,8 +5,8 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..compiler.types import Bool
-from ..sim.ops_shape import pad_value
-from .beat import beat_signature, element_layout, pack_element
+from ..contract.values import pad_value
+from ..contract.beat import beat_signature, element_layout, pack_element
 from .held_beat import HeldBeat
 from .unit import ErrorCode, StatusSignature, check, check_int, raise_error
 
@@ -53,7 +53,7 @@ class ReshapeUnit(wiring.Component):
     flags : bool, default False
         Add the ``flags`` output.
     row_bound : int or Mapping, optional
-        Bound of a dynamic tile row count (see :func:`~stepforge.hdl.beat.element_layout`).
+        Bound of a dynamic tile row count (see :func:`~stepforge.contract.beat.element_layout`).
 
     Members
     -------

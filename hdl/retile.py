@@ -37,7 +37,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..compiler.types import Index, Tile
-from .beat import beat_signature, element_layout, stop_width
+from ..contract.beat import beat_signature, element_layout, stop_width
 from .lockstep import LockStep
 from .unit import ErrorCode, StatusSignature, check, check_choice, check_int, raise_error
 
@@ -231,7 +231,7 @@ class RetileStreamifyUnit(wiring.Component):
     b : {0, 1}, default 0
         Rank of each tile's generated sub-stream.
     row_bound : int or Mapping, optional
-        Bound of a dynamic tile row count (see :func:`~stepforge.hdl.beat.element_layout`).
+        Bound of a dynamic tile row count (see :func:`~stepforge.contract.beat.element_layout`).
 
     Members
     -------

@@ -14,8 +14,8 @@ import random
 from amaranth.hdl import Module, Signal, Value
 from amaranth.sim import Simulator
 
-from .beat import pack_beat, unpack_beat
-from ..sim.tokens import Beat, from_beats, to_beats
+from ..contract.beat import pack_beat, unpack_beat
+from ..contract.tokens import Beat, from_beats, to_beats
 
 __all__ = ["Stall", "SimRun", "simulate", "check_ready_to_valid"]
 
@@ -66,7 +66,7 @@ def simulate(dut, inputs, outputs, *, valid_p=1.0, ready_p=1.0, seed=0, max_cycl
         The unit; every name in ``inputs`` and ``outputs`` is one of its stream ports.
     inputs : dict of str to (layout, tokens)
         Beat layout and token list of every input port. The tokens are fed as their canonical
-        beats; a non-empty list of :class:`~stepforge.sim.tokens.Beat` is fed as is instead (a
+        beats; a non-empty list of :class:`~stepforge.contract.tokens.Beat` is fed as is instead (a
         hand-made framing: a bare ``Done``, a stop in its own beat).
     outputs : dict of str to layout
         Beat layout of every output port to collect.

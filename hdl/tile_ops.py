@@ -35,7 +35,7 @@ from amaranth.hdl import (Cat, ClockSignal, Const, Instance, Mux, ResetSignal, S
 from amaranth.lib import data
 from amaranth.lib.memory import Memory
 
-from ..sim import fixedpoint
+from ..contract import fixedpoint
 from .mux import one_hot_mux
 
 __all__ = ["HTile", "ceil_div", "wrap", "clamp", "lane_op", "fixed_point_alu", "segment_rom",

@@ -5,7 +5,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..compiler.types import Tuple
-from .beat import beat_signature
+from ..contract.beat import beat_signature
 from .lockstep import LockStep
 from .unit import StatusSignature, check, check_int
 
@@ -36,7 +36,7 @@ class ZipUnit(wiring.Component):
     rank : int
         Rank of every input (``>= 0``).
     row_bound : int or Mapping, optional
-        Bound of a dynamic tile row count (see :func:`~stepforge.hdl.beat.element_layout`).
+        Bound of a dynamic tile row count (see :func:`~stepforge.contract.beat.element_layout`).
 
     Members
     -------

@@ -6,14 +6,14 @@ subsequence of chunks that the selector attributes to it: that subsequence must 
 token for token and bit for bit (spec section 4). :func:`check_eager_merge` recovers the
 subsequences through the selector and compares them.
 
-Compare token sequences (``stepforge.sim.tokens.from_beats`` decodes a beat capture), never raw
+Compare token sequences (``stepforge.contract.tokens.from_beats`` decodes a beat capture), never raw
 beats: ``Done`` may arrive fused or as a bare beat.
 """
 
 from ..compiler.errors import StepRuntimeError
+from ..contract.tokens import beat_index, format_tokens, is_stop
+from ..contract.values import values_equal
 from .ops_routing import chunk_tokens, iter_chunks
-from .tokens import beat_index, format_tokens, is_stop
-from .values import values_equal
 
 __all__ = ["check_eager_merge"]
 

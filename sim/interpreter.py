@@ -1,7 +1,7 @@
 """The reference interpreter: runs a :class:`~stepforge.compiler.Program` on NumPy data.
 
 Every stream is computed in full, node by node in the program's (topological) order, as a token
-sequence (:mod:`stepforge.sim.tokens`); its canonical beats are available on request. Each
+sequence (:mod:`stepforge.contract.tokens`); its canonical beats are available on request. Each
 operator's meaning is a function registered with :func:`semantics` for its node class; the
 functions live beside the operator families (``ops_shape``, ``ops_compute``, ``ops_memory``,
 ``ops_offchip``, ``ops_routing``). After each node runs, every symbolic dimension of its outputs is
@@ -14,7 +14,7 @@ import numpy as np
 
 from ..compiler.errors import StepRuntimeError
 from ..compiler.graph import Program
-from .tokens import is_stop, to_beats, to_nested
+from ..contract.tokens import is_stop, to_beats, to_nested
 
 __all__ = ["semantics", "Context", "Result", "run"]
 

@@ -3,7 +3,7 @@
 :func:`map_tokens`, :func:`accum`, :func:`scan` and :func:`flat_map` are pure functions of token
 lists and a Python callable (the element function), usable on their own by the hardware unit
 tests; :func:`expander` gives the callable of a FlatMap library function. The registrations at
-the end apply a node's tile function bit-exactly through :func:`stepforge.sim.arith.evaluate`
+the end apply a node's tile function bit-exactly through :func:`stepforge.contract.arith.evaluate`
 and check every dynamic tile size against its bound.
 """
 
@@ -14,10 +14,10 @@ from ..compiler.functions import AddrGen, KeepIf, RetileCols, RetileRows
 from ..compiler.ops.compute import Accum, AddrGen as AddrGenNode, FlatMap, Filter, Map, \
     RetileStreamify, Scan
 from ..compiler.types import Tile, Tuple
-from . import arith
+from ..contract import arith
+from ..contract.tokens import beat_index, is_stop, stop
 from .interpreter import semantics
 from .ops_shape import zip_streams
-from .tokens import beat_index, is_stop, stop
 
 __all__ = ["map_tokens", "accum", "scan", "flat_map", "expander", "retile_rows", "retile_cols",
            "keep_if", "addr_gen", "check_value"]

@@ -23,10 +23,10 @@ from ..compiler.dims import fmt_shape
 from ..compiler.errors import StepRuntimeError
 from ..compiler.ops.memory import Bufferize, Streamify
 from ..compiler.types import Buffer
+from ..contract.tokens import beat_index, from_nested, is_stop, stop
+from ..contract.values import BufferRef
 from .interpreter import fibre_sizes, semantics
 from .ops_offchip import _closed, _map_nested, affine_walk
-from .tokens import beat_index, from_nested, is_stop, stop
-from .values import BufferRef
 
 __all__ = ["LiveBuffer", "bufferize", "streamify", "check_buffer", "ordered_contents",
            "streamify_consumers", "freed"]

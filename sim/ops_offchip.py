@@ -14,8 +14,8 @@ import numpy as np
 from ..compiler.errors import StepRuntimeError
 from ..compiler.ops.offchip import (LinearOffChipLoad, LinearOffChipStore, RandomOffChipLoad,
                                     RandomOffChipStore)
+from ..contract.tokens import beat_index, from_nested, is_stop, stop
 from .interpreter import semantics
-from .tokens import beat_index, from_nested, is_stop, stop
 
 __all__ = ["affine_walk", "tile_count", "read_tile", "write_tile", "replay_per_ref",
            "linear_load", "linear_store", "random_load", "random_store"]

@@ -15,8 +15,8 @@ say which input and beat the fault was detected on.
 
 from ..compiler.errors import StepRuntimeError
 from ..compiler.ops.routing import Broadcast, EagerMerge, Parallelize, Partition, Reassemble
+from ..contract.tokens import beat_index, is_stop, stop
 from .interpreter import semantics
-from .tokens import beat_index, is_stop, stop
 
 __all__ = ["Chunk", "iter_chunks", "chunk_tokens", "partition", "reassemble", "eager_merge",
            "broadcast", "parallelize"]

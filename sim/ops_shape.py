@@ -4,16 +4,14 @@ Each operator is a pure function from token lists to token lists, usable on its 
 hardware unit tests, plus its registration with the interpreter.
 """
 
-import numpy as np
-
 from ..compiler.errors import StepRuntimeError
 from ..compiler.ops.io import Discard, Input, Output
 from ..compiler.ops.shape import Expand, Flatten, Promote, RepeatStatic, Reshape, Zip
-from ..compiler.types import Tile
+from ..contract.tokens import beat_index, from_nested, is_stop, stop, to_beats
+from ..contract.values import pad_value, to_value
 from .interpreter import semantics
-from .tokens import beat_index, from_nested, is_stop, stop, to_beats
 
-__all__ = ["flatten", "reshape", "promote", "expand", "repeat_static", "zip_streams", "pad_value"]
+__all__ = ["flatten", "reshape", "promote", "expand", "repeat_static", "zip_streams"]
 
 
 def flatten(tokens, lo, hi):
@@ -220,15 +218,6 @@ def _tok(t):
     return repr(t) if is_stop(t) else "an element"
 
 
-def pad_value(dtype, pad):
-    """The padding element of an element type: a tile filled with ``pad``."""
-    if isinstance(dtype, Tile) and dtype.is_static:
-        return np.full((dtype.rows, dtype.cols), pad, dtype=dtype.dtype.np)
-    if isinstance(dtype, Tile):
-        raise StepRuntimeError(f"cannot pad a stream of dynamically sized tiles {dtype!r}")
-    return pad
-
-
 # -- registration ------------------------------------------------------------------------------
 
 @semantics(Input)
@@ -236,7 +225,6 @@ def _input(node, ins, ctx):
     s = node.outputs[0]
     if node.name not in ctx.inputs:
         raise StepRuntimeError(f"{node.name}: no stream given (inputs={{{node.name!r}: ...}})", op=node.name)
-    from .values import to_value
     try:
         toks = from_nested(ctx.inputs[node.name], s.rank)
     except ValueError as e:

@@ -18,12 +18,12 @@ from pathlib import Path
 
 
 from ..compiler.lower import lower
-from ..hdl.beat import pack_beat, unpack_beat
+from ..contract.beat import pack_beat, unpack_beat
 from ..hdl.memory import array_from_bytes, array_to_bytes, lane_ram_verilog
 from ..hdl.system import System
+from ..contract.tokens import from_beats, from_nested, to_beats
 from . import verilator
 from .shell import shell
-from .tokens import from_beats, from_nested, to_beats
 
 __all__ = ["RTLResult", "compile_program", "run_rtl", "deadlock_report", "error_report"]
 
@@ -133,7 +133,7 @@ def run_rtl(program, tensors=None, inputs=None, *, config=None, depths=None, sta
             watchdog=10_000, max_cycles=50_000_000, waves=False, workdir=None, progress=None):
     """Compile, build and run ``program`` in Verilator; return an :class:`RTLResult`."""
     from ..compiler.ops.io import Input, Output
-    from .values import to_value
+    from ..contract.values import to_value
     say = progress or (lambda msg: None)
     tensors, inputs = dict(tensors or {}), dict(inputs or {})
     timings = {}

@@ -80,8 +80,8 @@ def run_reference(pf, *, params=None, seed=0, trace=None, out=print):
 
 
 def _tokens_equal(a, b):
-    from .sim.tokens import is_stop
-    from .sim.values import values_equal
+    from .contract.tokens import is_stop
+    from .contract.values import values_equal
     if len(a) != len(b):
         return False
     for x, y in zip(a, b):
@@ -102,7 +102,7 @@ def roofline(hw, ref_result):
     * compute: the busiest compute unit's beats x its initiation interval;
     * on-chip: the busiest stream: one beat per cycle per port (PMU replays, routers, shapes).
     """
-    from .sim.tokens import to_beats
+    from .contract.tokens import to_beats
     g = hw.geometry
     moved = sum(ref_result.offchip_read.values()) + sum(ref_result.offchip_written.values())
     offchip = -(-moved // g.line_bytes)

@@ -12,8 +12,8 @@ import random
 from amaranth.hdl import Module, Signal, Value
 from amaranth.sim import Simulator
 
-from stepforge.hdl.beat import pack_beat, unpack_beat
-from stepforge.sim.tokens import to_beats
+from stepforge.contract.beat import pack_beat, unpack_beat
+from stepforge.contract.tokens import to_beats
 
 __all__ = ["pattern", "Trace", "trace"]
 

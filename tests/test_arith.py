@@ -11,7 +11,7 @@ from hypothesis import given, settings, strategies as st
 
 from stepforge.compiler import functions as F
 from stepforge.compiler.types import Tile, bf16, fp32, int8, int16, int32
-from stepforge.sim import arith as A
+from stepforge.contract import arith as A
 
 
 def f32(*v):

@@ -11,7 +11,7 @@ from amaranth.hdl import Fragment, Module, Signal
 
 from stepforge import LinearOffChipLoad, LinearOffChipStore, Map, Program, Tile, int8, int16, int32
 from stepforge.compiler.lower import lower
-from stepforge.hdl.beat import beat_layout
+from stepforge.contract.beat import beat_layout
 from stepforge.hdl.broadcast import BroadcastUnit
 from stepforge.hdl.config import HardwareConfig
 from stepforge.hdl.csr import CSRBank
@@ -176,7 +176,7 @@ def test_fingerprints_are_the_same_in_another_process():
             "from stepforge.hdl.fingerprint import fingerprint;"
             "from stepforge.sim.separate import component_ports;"
             "from stepforge import Tile, int32;"
-            "from stepforge.hdl.beat import beat_layout;"
+            "from stepforge.contract.beat import beat_layout;"
             "f = StreamFIFO(beat_layout(Tile(int32, 2, 2), 2), 3);"
             "print(fingerprint(Fragment.get(f, None), component_ports(f)).digest)")
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -11,8 +11,8 @@ from stepforge.compiler import functions as F
 from stepforge.compiler.errors import StepTypeError
 from stepforge.compiler.ops.compute import Map
 from stepforge.compiler.types import Tile, bf16, int8, int16, int32
-from stepforge.sim import arith as A
-from stepforge.sim import fixedpoint as FP
+from stepforge.contract import arith as A
+from stepforge.contract import fixedpoint as FP
 
 from .helpers import run_op
 

@@ -9,11 +9,11 @@ from stepforge.compiler import functions as F
 from stepforge.compiler.errors import StepRuntimeError
 from stepforge.compiler.types import Bool, Index, Select, Tile, fp32, int8, int16
 from stepforge.hdl.addrgen import AddrGenUnit
-from stepforge.hdl.beat import beat_layout
+from stepforge.contract.beat import beat_layout
 from stepforge.hdl.testbench import check_ready_to_valid, simulate
 from stepforge.hdl.unit import ErrorCode
 from stepforge.sim.ops_compute import expander, flat_map
-from stepforge.sim.tokens import Beat, from_nested, stop, to_beats
+from stepforge.contract.tokens import Beat, from_nested, stop, to_beats
 
 from .test_hdl_retile import beats_equal, check_run, reframe
 from .test_tokens import ragged

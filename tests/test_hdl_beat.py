@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from stepforge.compiler.types import (DTYPES, Bool, Buffer, Index, Select, Tile, Tuple, bf16,
                                       fp32, int8, int16, int32)
-from stepforge.hdl.beat import (beat_layout, beat_signature, dtype_shape, element_layout,
+from stepforge.contract.beat import (beat_layout, beat_signature, dtype_shape, element_layout,
                                 pack_beat, pack_element, stop_width, unpack_beat, unpack_element)
-from stepforge.sim.tokens import Beat, from_beats, from_nested, to_beats, to_nested
+from stepforge.contract.tokens import Beat, from_beats, from_nested, to_beats, to_nested
 
 B = sympy.Symbol("B", positive=True, integer=True)
 

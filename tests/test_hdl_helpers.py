@@ -4,7 +4,7 @@ import pytest
 from amaranth.hdl import Const, Module, Signal
 from amaranth.sim import Simulator
 
-from stepforge.hdl.beat import stop_above
+from stepforge.contract.beat import stop_above
 from stepforge.hdl.mux import one_hot_mux
 from stepforge.hdl.unit import check_choice, check_int, check_ints
 

@@ -17,7 +17,7 @@ from stepforge.compiler.metrics import bind, metrics
 from stepforge.compiler.ops.offchip import (LinearOffChipLoad, LinearOffChipStore, RandomOffChipLoad,
                                             RandomOffChipStore)
 from stepforge.compiler.types import Bool, Index, Tile, bf16, int8, int16, int32
-from stepforge.hdl.beat import beat_layout
+from stepforge.contract.beat import beat_layout
 from stepforge.hdl.config import HardwareConfig
 from stepforge.hdl.memory import (PIPELINE_LATENCY, MemoryGeometry, MemoryModel, TensorPlacement,
                                   array_from_bytes, array_to_bytes)
@@ -28,8 +28,8 @@ from stepforge.hdl.testbench_memory import MemoryBench, simulate_with_memory
 from stepforge.hdl.unit import ErrorCode
 from stepforge.sim.interpreter import run as interpret
 from stepforge.sim.ops_offchip import linear_load, linear_store, random_load, random_store
-from stepforge.sim.tokens import Beat, from_nested, is_stop, stop, to_beats
-from stepforge.sim.values import values_equal
+from stepforge.contract.tokens import Beat, from_nested, is_stop, stop, to_beats
+from stepforge.contract.values import values_equal
 
 from .test_tokens import ragged
 

@@ -6,12 +6,12 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from stepforge.compiler.types import Index
-from stepforge.hdl.beat import beat_layout
+from stepforge.contract.beat import beat_layout
 from stepforge.hdl.parallelize import ParallelizeUnit
 from stepforge.hdl.testbench import check_ready_to_valid, simulate
 from stepforge.hdl.unit import ErrorCode
 from stepforge.sim.ops_routing import parallelize
-from stepforge.sim.tokens import Beat, from_nested, to_beats
+from stepforge.contract.tokens import Beat, from_nested, to_beats
 
 from .test_hdl_partition import (ELEM, TILES, accepted_all, assert_tokens, beats_of, framed,
                                   frozen_after_fault, tok)

@@ -9,13 +9,13 @@ from hypothesis import given, settings, strategies as st
 
 from stepforge.compiler.errors import StepRuntimeError
 from stepforge.compiler.types import Index, Select, Tile, int8
-from stepforge.hdl.beat import beat_layout
+from stepforge.contract.beat import beat_layout
 from stepforge.hdl.partition import PartitionUnit
 from stepforge.hdl.testbench import Stall, check_ready_to_valid, simulate
 from stepforge.hdl.unit import ErrorCode
 from stepforge.sim.ops_routing import partition
-from stepforge.sim.tokens import Beat, format_tokens, from_beats, from_nested, stop, to_beats
-from stepforge.sim.values import values_equal
+from stepforge.contract.tokens import Beat, format_tokens, from_beats, from_nested, stop, to_beats
+from stepforge.contract.values import values_equal
 
 from .test_tokens import ragged
 

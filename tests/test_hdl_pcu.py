@@ -1,6 +1,6 @@
 # amaranth: UnusedElaboratable=no
 """The PCU against the reference token semantics (``sim/ops_compute``) and arithmetic
-(``sim/arith``), bit for bit, under random ragged streams and random valid/ready."""
+(``contract/arith``), bit for bit, under random ragged streams and random valid/ready."""
 
 import numpy as np
 import pytest
@@ -11,17 +11,17 @@ from hypothesis import given, settings, strategies as st
 
 from stepforge.compiler import functions as F
 from stepforge.compiler.types import Tile, Tuple, bf16, fp32, int8, int16, int32
-from stepforge.hdl.beat import beat_layout
+from stepforge.contract.beat import beat_layout
 from stepforge.hdl.config import HardwareConfig
 from stepforge.hdl.pcu import PCU
 from stepforge.hdl.testbench import check_ready_to_valid, simulate
 from stepforge.hdl.tile_ops import fixed_point_alu, segment_rom
 from stepforge.hdl.unit import ErrorCode
-from stepforge.sim import arith, fixedpoint
+from stepforge.contract import arith, fixedpoint
 from stepforge.sim.ops_compute import accum, map_tokens, scan
 from stepforge.sim.ops_shape import zip_streams
-from stepforge.sim.tokens import Beat, from_nested, to_beats
-from stepforge.sim.values import values_equal
+from stepforge.contract.tokens import Beat, from_nested, to_beats
+from stepforge.contract.values import values_equal
 
 from .test_tokens import ragged
 

@@ -18,11 +18,11 @@ from stepforge.compiler import functions as F
 from stepforge.compiler.types import Tile, int8, int16, int32
 from stepforge.hdl.config import HardwareConfig
 from stepforge.hdl.pcu import PCU
-from stepforge.sim import arith
+from stepforge.contract import arith
 from stepforge.sim import verilator as vl
 from stepforge.sim.ops_compute import accum, map_tokens, scan
 from stepforge.sim.ops_shape import zip_streams
-from stepforge.sim.tokens import from_nested
+from stepforge.contract.tokens import from_nested
 
 from .test_hdl_pcu import (LIGHT, SEEDS, assert_accounted, assert_tokens, evaluator, folder,
                            run_unit, split_pairs, tiles)

@@ -16,9 +16,9 @@ import pytest
 
 from stepforge.compiler import functions as F
 from stepforge.compiler.types import Tile, int8, int32
-from stepforge.hdl.beat import beat_layout
+from stepforge.contract.beat import beat_layout
 from stepforge.hdl.pcu import PCU
-from stepforge.sim.tokens import from_nested
+from stepforge.contract.tokens import from_nested
 
 from .port_trace import pattern, trace
 

@@ -6,12 +6,12 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from stepforge.compiler.types import Index, Select
-from stepforge.hdl.beat import beat_layout
+from stepforge.contract.beat import beat_layout
 from stepforge.hdl.reassemble import ReassembleUnit
 from stepforge.hdl.testbench import check_ready_to_valid, simulate
 from stepforge.hdl.unit import ErrorCode
 from stepforge.sim.ops_routing import partition, reassemble
-from stepforge.sim.tokens import Beat, from_beats, from_nested, to_beats
+from stepforge.contract.tokens import Beat, from_beats, from_nested, to_beats
 
 from .test_hdl_partition import (ELEM, TILES, accepted_all, assert_tokens, framed,
                                   frozen_after_fault, tok)

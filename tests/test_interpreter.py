@@ -9,7 +9,7 @@ from stepforge.compiler.dot import to_dot
 from stepforge.compiler.metrics import bind, metrics
 from stepforge.compiler.passes import insert_broadcasts
 from stepforge.compiler.types import Index
-from stepforge.sim.tokens import Beat, stop
+from stepforge.contract.tokens import Beat, stop
 
 
 def tile(v):

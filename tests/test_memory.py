@@ -15,8 +15,8 @@ from stepforge.compiler.ops.shape import RepeatStatic
 from stepforge.compiler.types import Buffer, Index, Tile, fp32, int16
 from stepforge.sim.interpreter import SEMANTICS, Context, run
 from stepforge.sim.ops_memory import bufferize, check_buffer, freed, streamify, streamify_consumers
-from stepforge.sim.tokens import canonical, format_tokens, from_nested, is_stop, stop, to_nested
-from stepforge.sim.values import BufferRef
+from stepforge.contract.tokens import canonical, format_tokens, from_nested, is_stop, stop, to_nested
+from stepforge.contract.values import BufferRef
 
 
 def tok(s):

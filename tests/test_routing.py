@@ -16,7 +16,7 @@ from stepforge.sim.interpreter import run
 from stepforge.sim.ops_routing import (broadcast, eager_merge, iter_chunks, parallelize, partition,
                                        reassemble)
 from stepforge.sim.ops_shape import flatten, promote
-from stepforge.sim.tokens import canonical, format_tokens, from_nested, stop, to_nested
+from stepforge.contract.tokens import canonical, format_tokens, from_nested, stop, to_nested
 
 EX = [[[1, 2], [3]], [[4], [5, 6, 7]]]  # the rank-2 example of spec section 2
 

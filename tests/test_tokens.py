@@ -3,7 +3,7 @@
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from stepforge.sim.tokens import (Beat, beat_index, canonical, format_tokens, from_beats,
+from stepforge.contract.tokens import (Beat, beat_index, canonical, format_tokens, from_beats,
                                   from_nested, stop, to_beats, to_nested)
 
 

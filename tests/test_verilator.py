@@ -12,10 +12,10 @@ import pytest
 import sympy
 
 from stepforge.compiler.types import Tile, bf16
-from stepforge.hdl.beat import beat_layout, pack_beat, unpack_beat
+from stepforge.contract.beat import beat_layout, pack_beat, unpack_beat
 from stepforge.hdl.fifo import StreamFIFO
 from stepforge.sim import verilator as vl
-from stepforge.sim.tokens import from_beats, from_nested, to_beats
+from stepforge.contract.tokens import from_beats, from_nested, to_beats
 
 pytestmark = pytest.mark.slow
 

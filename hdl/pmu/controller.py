@@ -4,7 +4,7 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..beat import beat_signature
+from ...contract.beat import beat_signature
 from ..unit import ErrorCode, StatusSignature, raise_error
 
 __all__ = ["PlainController", "RefController"]

@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
 from ...compiler.types import Buffer, ElemType
-from ..beat import BUFFER_ID_BITS, beat_signature, element_layout, stop_width
+from ...contract.beat import BUFFER_ID_BITS, beat_signature, element_layout, stop_width
 from ..unit import StatusSignature, check, check_choice, check_int, check_ints, is_int
 from .replay import Replay
 

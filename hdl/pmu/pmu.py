@@ -42,7 +42,7 @@ class PMU(wiring.Component):
     readers : sequence of Replay, default ``(Replay(),)``
         One read side per Streamify consumer; the reference count of every buffer.
     row_bound : int or Mapping, optional
-        Bound of a dynamic tile row count (see :func:`~stepforge.hdl.beat.element_layout`).
+        Bound of a dynamic tile row count (see :func:`~stepforge.contract.beat.element_layout`).
 
     Members
     -------

@@ -7,7 +7,7 @@ from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.memory import ReadPort
 from amaranth.lib.wiring import In, Out
 
-from ..beat import beat_layout, beat_signature, stop_width
+from ...contract.beat import beat_layout, beat_signature, stop_width
 from ..unit import ErrorCode, StatusSignature, raise_error
 from .interfaces import AsyncReadSignature, ReleaseSignature
 

@@ -5,7 +5,7 @@ from amaranth.lib import fifo, wiring
 from amaranth.lib.memory import WritePort
 from amaranth.lib.wiring import In, Out
 
-from ..beat import beat_layout, beat_signature
+from ...contract.beat import beat_layout, beat_signature
 from ..unit import ErrorCode, StatusSignature, raise_error
 from .interfaces import AllocSignature
 

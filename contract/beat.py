@@ -53,7 +53,7 @@ from amaranth.hdl import Const, Shape, Value, signed, unsigned
 from amaranth.lib import data, stream
 
 from ..compiler.types import Bool, Buffer, DType, ElemType, Index, Select, Tile, Tuple
-from ..sim.tokens import Beat
+from .tokens import Beat
 
 __all__ = [
     "INDEX_BITS", "BUFFER_ID_BITS",
@@ -364,7 +364,7 @@ def pack_beat(layout, beat):
     ----------
     layout : amaranth.lib.data.StructLayout
         A layout returned by :func:`beat_layout`.
-    beat : stepforge.sim.tokens.Beat
+    beat : stepforge.contract.tokens.Beat
         ``data`` is ignored (packed as zeros) when ``has_data`` is 0.
 
     Returns
@@ -395,7 +395,7 @@ def pack_beat(layout, beat):
 
 
 def unpack_beat(layout, bits):
-    """The :class:`~stepforge.sim.tokens.Beat` of the payload bits ``bits``.
+    """The :class:`~stepforge.contract.tokens.Beat` of the payload bits ``bits``.
 
     Parameters
     ----------
@@ -406,7 +406,7 @@ def unpack_beat(layout, bits):
 
     Returns
     -------
-    stepforge.sim.tokens.Beat
+    stepforge.contract.tokens.Beat
         ``data`` is ``None`` when ``has_data`` is 0.
     """
     _check_beat_layout(layout)

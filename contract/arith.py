@@ -12,7 +12,7 @@ The contract, in full in ``docs/arithmetic.md``:
 * **Integers** wrap modulo ``2**bits`` (two's complement); division truncates toward zero,
   ``x / 0 = -1`` and ``MIN / -1 = MIN``.
 * On int8/int16 tiles ``exp``, ``silu`` and ``rsqrt`` are fixed point (Q4.4 / Q8.8), computed by
-  :func:`stepforge.sim.fixedpoint.evaluate_q` with integer operations only.
+  :func:`stepforge.contract.fixedpoint.evaluate_q` with integer operations only.
 * Sums run in one running sum from ``+0`` in index order (``k`` for matmul, columns for
   row_sum); ``exp`` is a fixed sequence of fp32 operations (Cody-Waite reduction, a degree-5
   polynomial, scaling by ``2**n`` with one rounding); ``silu(x) = x / (1 + exp(-x))``;
@@ -273,7 +273,7 @@ def _fixed_point(x, op):
 
 def exp(x):
     """``e ** x`` (see :func:`exp_fp32`); on int8/int16 tiles the fixed-point approximation of
-    :mod:`stepforge.sim.fixedpoint` (Q4.4 / Q8.8)."""
+    :mod:`stepforge.contract.fixedpoint` (Q4.4 / Q8.8)."""
     q = _fixed_point(x, "exp")
     if q is not None:
         return q

@@ -17,7 +17,7 @@ import numpy as np
 from ..compiler.errors import StepRuntimeError
 from ..compiler.types import Bool, Buffer, Index, Select, Tile, Tuple
 
-__all__ = ["BufferRef", "to_value", "values_equal"]
+__all__ = ["BufferRef", "to_value", "values_equal", "pad_value"]
 
 
 class BufferRef:
@@ -81,3 +81,12 @@ def values_equal(a, b):
     if isinstance(a, tuple) and isinstance(b, tuple):
         return len(a) == len(b) and all(values_equal(x, y) for x, y in zip(a, b))
     return a == b
+
+
+def pad_value(dtype, pad):
+    """The padding element of an element type: a tile filled with ``pad``."""
+    if isinstance(dtype, Tile) and dtype.is_static:
+        return np.full((dtype.rows, dtype.cols), pad, dtype=dtype.dtype.np)
+    if isinstance(dtype, Tile):
+        raise StepRuntimeError(f"cannot pad a stream of dynamically sized tiles {dtype!r}")
+    return pad
