@@ -6,7 +6,7 @@ to program (the same PCU, the same FIFO shape, the same load unit). A :class:`Un
 converts each distinct one once:
 
 1. :meth:`UnitLibrary.instance` elaborates a component (once), takes its
-   :func:`~stepforge.hdl.fingerprint.fingerprint` (the elaborated hardware and its ports, salted
+   :func:`~stepforge.sim.fingerprint.fingerprint` (the elaborated hardware and its ports, salted
    with :func:`cache_salt`: the Amaranth and builtin-Yosys versions and a hash of the stepforge
    sources that generate hardware) and names its module ``sf_<Class>_<first 12 hex digits>``. The
    module comes from ``<folder>/<name>.v`` when it is there; otherwise its RTLIL is generated (in a
@@ -50,7 +50,7 @@ from amaranth.hdl._ir import PortDirection
 from amaranth.lib import wiring
 
 from .. import hdl
-from ..hdl.fingerprint import fingerprint
+from .fingerprint import fingerprint
 from .verilator import cache_root
 
 __all__ = ["UnitLibrary", "YosysRun", "cache_salt", "component_ports", "gc_paused",

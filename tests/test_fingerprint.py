@@ -16,7 +16,7 @@ from stepforge.hdl.broadcast import BroadcastUnit
 from stepforge.hdl.config import HardwareConfig
 from stepforge.hdl.csr import CSRBank
 from stepforge.hdl.fifo import StreamFIFO
-from stepforge.hdl.fingerprint import fingerprint
+from stepforge.sim.fingerprint import fingerprint
 from stepforge.hdl.flatten import FlattenUnit
 from stepforge.hdl.filter import FilterUnit
 from stepforge.hdl.memory import MemoryGeometry, MemoryModel, TensorPlacement
@@ -173,7 +173,7 @@ def test_an_unknown_object_is_an_error_not_skipped():
 
 def test_fingerprints_are_the_same_in_another_process():
     code = ("from stepforge.hdl.fifo import StreamFIFO; from amaranth.hdl import Fragment;"
-            "from stepforge.hdl.fingerprint import fingerprint;"
+            "from stepforge.sim.fingerprint import fingerprint;"
             "from stepforge.sim.separate import component_ports;"
             "from stepforge import Tile, int32;"
             "from stepforge.contract.beat import beat_layout;"

@@ -10,7 +10,7 @@ from stepforge.compiler.errors import StepRuntimeError
 from stepforge.compiler.types import Bool, Index, Select, Tile, fp32, int8, int16
 from stepforge.hdl.addrgen import AddrGenUnit
 from stepforge.contract.beat import beat_layout
-from stepforge.hdl.testbench import check_ready_to_valid, simulate
+from stepforge.sim.testbench import check_ready_to_valid, simulate
 from stepforge.hdl.unit import ErrorCode
 from stepforge.sim.ops_compute import expander, flat_map
 from stepforge.contract.tokens import Beat, from_nested, stop, to_beats

@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 from stepforge.compiler.types import Index, Select
 from stepforge.contract.beat import beat_layout, pack_beat, unpack_beat
 from stepforge.hdl.eager_merge import EagerMergeUnit
-from stepforge.hdl.testbench import check_ready_to_valid, simulate
+from stepforge.sim.testbench import check_ready_to_valid, simulate
 from stepforge.hdl.unit import ErrorCode
 from stepforge.sim.eager import check_eager_merge
 from stepforge.sim.ops_routing import eager_merge

@@ -9,7 +9,7 @@ from stepforge.compiler import functions as F
 from stepforge.compiler.types import Bool, Index, Tile, Tuple, int8
 from stepforge.contract.beat import beat_layout
 from stepforge.hdl.filter import FilterUnit
-from stepforge.hdl.testbench import check_ready_to_valid, simulate
+from stepforge.sim.testbench import check_ready_to_valid, simulate
 from stepforge.hdl.unit import ErrorCode
 from stepforge.sim.ops_compute import expander, flat_map
 from stepforge.sim.ops_shape import zip_streams

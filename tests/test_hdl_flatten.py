@@ -6,7 +6,7 @@ from hypothesis import given, settings, strategies as st
 from stepforge.compiler.types import Tile, int8
 from stepforge.contract.beat import beat_layout
 from stepforge.hdl.flatten import FlattenUnit
-from stepforge.hdl.testbench import check_ready_to_valid, simulate
+from stepforge.sim.testbench import check_ready_to_valid, simulate
 from stepforge.sim.ops_shape import flatten
 from stepforge.contract.tokens import from_nested, to_beats
 from stepforge.contract.values import values_equal

@@ -23,8 +23,8 @@ from stepforge.hdl.memory import (PIPELINE_LATENCY, MemoryGeometry, MemoryModel,
                                   array_from_bytes, array_to_bytes)
 from stepforge.hdl.offchip_load import LinearLoadUnit, RandomLoadUnit
 from stepforge.hdl.offchip_store import LinearStoreUnit, RandomStoreUnit
-from stepforge.hdl.testbench import check_ready_to_valid
-from stepforge.hdl.testbench_memory import MemoryBench, simulate_with_memory
+from stepforge.sim.testbench import check_ready_to_valid
+from stepforge.sim.testbench_memory import MemoryBench, simulate_with_memory
 from stepforge.hdl.unit import ErrorCode
 from stepforge.sim.interpreter import run as interpret
 from stepforge.sim.ops_offchip import linear_load, linear_store, random_load, random_store

@@ -11,7 +11,7 @@ from stepforge.compiler.errors import StepRuntimeError
 from stepforge.compiler.types import Index, Select, Tile, int8
 from stepforge.contract.beat import beat_layout
 from stepforge.hdl.partition import PartitionUnit
-from stepforge.hdl.testbench import Stall, check_ready_to_valid, simulate
+from stepforge.sim.testbench import Stall, check_ready_to_valid, simulate
 from stepforge.hdl.unit import ErrorCode
 from stepforge.sim.ops_routing import partition
 from stepforge.contract.tokens import Beat, format_tokens, from_beats, from_nested, stop, to_beats

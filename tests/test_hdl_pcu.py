@@ -14,7 +14,7 @@ from stepforge.compiler.types import Tile, Tuple, bf16, fp32, int8, int16, int32
 from stepforge.contract.beat import beat_layout
 from stepforge.hdl.config import HardwareConfig
 from stepforge.hdl.pcu import PCU
-from stepforge.hdl.testbench import check_ready_to_valid, simulate
+from stepforge.sim.testbench import check_ready_to_valid, simulate
 from stepforge.hdl.tile_ops import fixed_point_alu, segment_rom
 from stepforge.hdl.unit import ErrorCode
 from stepforge.contract import arith, fixedpoint

@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 from stepforge.compiler.types import Index, Select
 from stepforge.contract.beat import beat_layout
 from stepforge.hdl.reassemble import ReassembleUnit
-from stepforge.hdl.testbench import check_ready_to_valid, simulate
+from stepforge.sim.testbench import check_ready_to_valid, simulate
 from stepforge.hdl.unit import ErrorCode
 from stepforge.sim.ops_routing import partition, reassemble
 from stepforge.contract.tokens import Beat, from_beats, from_nested, to_beats

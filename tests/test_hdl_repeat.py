@@ -6,7 +6,7 @@ from hypothesis import given, settings, strategies as st
 
 from stepforge.contract.beat import beat_layout
 from stepforge.hdl.repeat import RepeatStaticUnit
-from stepforge.hdl.testbench import check_ready_to_valid, simulate
+from stepforge.sim.testbench import check_ready_to_valid, simulate
 from stepforge.sim.ops_shape import repeat_static
 from stepforge.contract.tokens import Beat, from_nested, stop
 

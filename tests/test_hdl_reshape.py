@@ -9,7 +9,7 @@ from stepforge.compiler.errors import StepRuntimeError
 from stepforge.compiler.types import Bool
 from stepforge.contract.beat import beat_layout
 from stepforge.hdl.reshape import ReshapeUnit
-from stepforge.hdl.testbench import check_ready_to_valid, simulate
+from stepforge.sim.testbench import check_ready_to_valid, simulate
 from stepforge.hdl.unit import ErrorCode
 from stepforge.contract.values import pad_value
 from stepforge.sim.ops_shape import reshape

@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st
 from stepforge.compiler.errors import StepRuntimeError
 from stepforge.compiler.types import Index, Tuple
 from stepforge.contract.beat import beat_layout
-from stepforge.hdl.testbench import check_ready_to_valid, simulate
+from stepforge.sim.testbench import check_ready_to_valid, simulate
 from stepforge.hdl.unit import ErrorCode
 from stepforge.hdl.zip import ZipUnit
 from stepforge.sim.ops_shape import zip_streams
