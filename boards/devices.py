@@ -66,6 +66,8 @@ class Device:
         The resources of a report, in report order.
     logic : str
         The kind that the benchmark calls "logic".
+    storage_bits : int
+        Every bit the device can store: block RAM, single-port RAM, LUT RAM and flip-flops.
     """
     name: str
     title: str
@@ -79,6 +81,7 @@ class Device:
     io_pins: int
     kinds: tuple
     logic: str
+    storage_bits: int
 
     def kind(self, name):
         for k in self.kinds:
@@ -107,6 +110,7 @@ ECP5_85F = Device(
         Kind("MULT18X18D", {"MULT18X18D": 1}, "MULT18X18D", 156),
     ),
     logic="LUT4",
+    storage_bits=208 * 18_432 + 10_455 * 64 + 83_640,
 )
 
 UP5K = Device(
@@ -129,6 +133,7 @@ UP5K = Device(
         Kind("MAC16", {"SB_MAC16": 1}, "ICESTORM_DSP", 8),
     ),
     logic="LC",
+    storage_bits=30 * 4_096 + 4 * 262_144 + 5_280,
 )
 
 #: every device by its ``--device`` name

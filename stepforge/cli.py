@@ -120,7 +120,8 @@ def cmd_build(args):
           + ("" if args.freq is not None else " (the preset's clock; --freq to change)"))
     try:
         report = build(out / "top.v", args.device, out_dir=out, seeds=args.seeds,
-                       freq_mhz=freq, jobs=args.jobs, name=pf.name)
+                       freq_mhz=freq, jobs=args.jobs, name=pf.name,
+                       storage_bits=hw.geometry.size_words * hw.geometry.word_bytes * 8)
     except BuildError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -281,6 +281,14 @@ def test_device_and_tool_errors(tmp_path, monkeypatch):
         find_tool("yowasp-icepack")
     with pytest.raises(ValueError, match="^seeds must be >= 1, not 0$"):
         build("module top(input clk);\nendmodule\n", "up5k", out_dir=tmp_path, seeds=0)
+    # a memory larger than every storage bit of the UP5K stops before synthesis
+    with pytest.raises(DoesNotFit) as info:
+        build("module top(input clk);\nendmodule\n", "up5k", out_dir=tmp_path,
+              storage_bits=4_849_664)
+    assert str(info.value) == (
+        "the design does not fit the up5k: storage bits 4,849,664 of 1,176,736 (412 %, 3,672,928 "
+        "over) (the design's memory alone, against every RAM, LUT RAM and flip-flop bit of the "
+        "device; before synthesis)")
 
 
 def test_report_text_and_json():
