@@ -8,9 +8,9 @@ import argparse
 import time
 from pathlib import Path
 
+from stepforge.contract.tokens import to_beats
 from stepforge.loader import load
 from stepforge.sim.interpreter import run
-from stepforge.contract.tokens import to_beats
 
 
 def main():

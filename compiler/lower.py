@@ -18,14 +18,24 @@ bound of the fork's whole stream (the Accum may wait for its last element until 
 program may pin a stream's depth with ``depths={stream: n}``.
 """
 
+import math
 from dataclasses import dataclass, field
 
+from ..contract.beat import beat_layout
+from ..hdl.config import HardwareConfig
+from ..hdl.memory import MemoryGeometry, MemoryPort, TensorPlacement
 from .dims import fmt_shape
 from .errors import LoweringError
 from .graph import Program
+from .metrics import metrics
+from .ops.compute import Accum, Filter, FlatMap
+from .ops.io import Input, Output
+from .ops.memory import Bufferize
+from .ops.routing import EagerMerge, Partition
+from .ops.shape import Promote, RepeatStatic, Reshape
 from .passes import insert_broadcasts, tie_off
 from .tiling import TilingError, tile_for_hardware
-from .types import Tile
+from .types import Tile, Tuple
 
 __all__ = ["BUILDERS", "builds", "UnitInstance", "EdgeInstance", "HardwareGraph", "lower",
            "LoweringError"]
@@ -107,7 +117,6 @@ class LoweringContext:
 
     def row_bound(self, elem_type):
         """``{rows expression: bound}`` for every dynamic tile inside ``elem_type`` (or None)."""
-        from .types import Tuple
         bounds = {}
 
         def visit(t):
@@ -124,11 +133,9 @@ class LoweringContext:
         return bounds or None
 
     def layout(self, stream):
-        from ..contract.beat import beat_layout
         return beat_layout(stream.dtype, stream.rank, row_bound=self.row_bound(stream.dtype))
 
     def placement(self, tensor, tile):
-        from ..hdl.memory import TensorPlacement
         return TensorPlacement(self.geometry, tensor.dtype, tensor.shape, tuple(tile),
                                base=self.tensor_base[tensor.name], pitch=self.pitch[tensor.name])
 
@@ -173,7 +180,6 @@ class HardwareGraph:
 
     def manifest(self):
         """A JSON-able description of the system (ports, memory map, units, FIFOs, metrics)."""
-        from .metrics import metrics
         m = metrics(self.program)
         return {
             "program": self.program.name,
@@ -199,8 +205,6 @@ class HardwareGraph:
 
 def _hold(node):
     """Beats a node swallows before it produces its first output (bounded), for FIFO sizing."""
-    from .ops.compute import Accum
-    from .ops.memory import Bufferize
     b = getattr(node, "b", None)
     if isinstance(node, (Accum, Bufferize)) and b:
         x = node.inputs[0]
@@ -216,8 +220,6 @@ def _hold(node):
 
 def _looks_ahead(node):
     """Whether the unit of ``node`` holds an element until it sees the next beat (a stop may follow)."""
-    from .ops.compute import FlatMap
-    from .ops.shape import Promote, RepeatStatic, Reshape
     if isinstance(node, Promote):
         return node.b in (0, node.inputs[0].rank + 1)
     if isinstance(node, Reshape):
@@ -227,8 +229,6 @@ def _looks_ahead(node):
 
 def _fifo_depths(program, base, pinned):
     """The sizing rule of the module doc."""
-    from .ops.compute import Filter
-    from .ops.routing import EagerMerge, Partition
     selective = (Partition, Filter, EagerMerge)   # how many beats pass is data-dependent
     depths = {s: base for s in program.streams}
     cons = program.consumers()
@@ -310,12 +310,6 @@ def lower(program, config=None, *, depths=None, memory_slack_bytes=0, tiling="au
     -------
     HardwareGraph
     """
-    from ..contract.beat import beat_layout
-    from ..hdl.config import HardwareConfig
-    from ..hdl.memory import MemoryGeometry
-    from . import lower_units  # noqa: F401 (registers the builders)
-    from .ops.io import Input, Output
-
     if not isinstance(program, Program):
         raise TypeError(f"lower() needs a Program, not {type(program).__name__}")
     config = config or HardwareConfig.sim()
@@ -336,7 +330,6 @@ def lower(program, config=None, *, depths=None, memory_slack_bytes=0, tiling="au
 
     # Memory words: the largest size that divides a channel's bytes per cycle and every tile row
     # the program moves, so every tile row is whole words.
-    import math
     word = config.mem_bytes_per_channel
     for node in program.nodes:
         tensor, tile = getattr(node, "tensor", None), getattr(node, "tile", None)
@@ -435,7 +428,11 @@ def lower(program, config=None, *, depths=None, memory_slack_bytes=0, tiling="au
 
 
 def _memory_ports(comp):
-    from ..hdl.memory import MemoryPort
     for name, member in comp.signature.members.items():
         if member.is_signature and isinstance(member.signature, MemoryPort):
             yield name, member.signature.kind
+
+
+# The builders register themselves with ``builds`` when their module is imported. It imports
+# ``builds`` and ``Part`` from this module, so it comes last (a real cycle, resolved by order).
+from . import lower_units  # noqa: E402, F401

@@ -4,13 +4,33 @@ One small function per operator: it reads the node's parameters and the shapes o
 and constructs the unit of :mod:`stepforge.hdl` that implements it.
 """
 
+from ..hdl.addrgen import AddrGenUnit
+from ..hdl.beat_io import BeatReader, BeatWriter, DiscardUnit
+from ..hdl.broadcast import BroadcastUnit
+from ..hdl.eager_merge import EagerMergeUnit
+from ..hdl.expand import ExpandUnit
+from ..hdl.filter import FilterUnit
+from ..hdl.flatten import FlattenUnit
+from ..hdl.offchip_load import LinearLoadUnit, RandomLoadUnit
+from ..hdl.offchip_store import LinearStoreUnit, RandomStoreUnit
+from ..hdl.parallelize import ParallelizeUnit
+from ..hdl.partition import PartitionUnit
+from ..hdl.pcu import PCU
+from ..hdl.pmu import PMU, Replay
+from ..hdl.promote import PromoteUnit
+from ..hdl.reassemble import ReassembleUnit
+from ..hdl.repeat import RepeatStaticUnit
+from ..hdl.reshape import ReshapeUnit
+from ..hdl.retile import RetileStreamifyUnit
+from ..hdl.zip import ZipUnit
 from .lower import LoweringError, Part, builds
 from .ops.compute import Accum, AddrGen, Filter, Map, RetileStreamify, Scan
-from .ops.memory import Bufferize, Streamify
 from .ops.io import Discard, Input, Output
+from .ops.memory import Bufferize, Streamify
 from .ops.offchip import LinearOffChipLoad, LinearOffChipStore, RandomOffChipLoad, RandomOffChipStore
 from .ops.routing import Broadcast, EagerMerge, Parallelize, Partition, Reassemble
 from .ops.shape import Expand, Flatten, Promote, RepeatStatic, Reshape, Zip
+from .types import Tile, Tuple
 
 
 def _in(node, i=0):
@@ -19,13 +39,11 @@ def _in(node, i=0):
 
 @builds(Input)
 def _input(node, lc):
-    from ..hdl.beat_io import BeatReader
     return BeatReader(lc.layout(node.outputs[0]), lc.geometry, lc.stream_base[node.name])
 
 
 @builds(Output)
 def _output(node, lc):
-    from ..hdl.beat_io import BeatWriter
     s = node.inputs[0]
     info_beats = 2 * lc.program.symbols.bound(lc.program.cardinality(s)) + 2
     return BeatWriter(lc.layout(s), lc.geometry, lc.stream_base[node.name], info_beats)
@@ -33,20 +51,17 @@ def _output(node, lc):
 
 @builds(Discard)
 def _discard(node, lc):
-    from ..hdl.beat_io import DiscardUnit
     return DiscardUnit(lc.layout(node.inputs[0]))
 
 
 @builds(Flatten)
 def _flatten(node, lc):
-    from ..hdl.flatten import FlattenUnit
     x = _in(node)
     return FlattenUnit(x.dtype, x.rank, node.lo, node.hi, row_bound=lc.row_bound(x.dtype))
 
 
 @builds(Reshape)
 def _reshape(node, lc):
-    from ..hdl.reshape import ReshapeUnit
     x = _in(node)
     return ReshapeUnit(x.dtype, x.rank, node.chunk, node.b, pad=node.pad, flags=node.flags,
                        row_bound=lc.row_bound(x.dtype))
@@ -54,14 +69,12 @@ def _reshape(node, lc):
 
 @builds(Promote)
 def _promote(node, lc):
-    from ..hdl.promote import PromoteUnit
     x = _in(node)
     return PromoteUnit(x.dtype, x.rank, node.b, row_bound=lc.row_bound(x.dtype))
 
 
 @builds(Expand)
 def _expand(node, lc):
-    from ..hdl.expand import ExpandUnit
     x, r = node.inputs
     bounds = {**(lc.row_bound(x.dtype) or {}), **(lc.row_bound(r.dtype) or {})} or None
     return ExpandUnit(x.dtype, r.dtype, x.rank, node.b, row_bound=bounds)
@@ -69,14 +82,12 @@ def _expand(node, lc):
 
 @builds(RepeatStatic)
 def _repeat(node, lc):
-    from ..hdl.repeat import RepeatStaticUnit
     x = _in(node)
     return RepeatStaticUnit(x.dtype, x.rank, node.n, row_bound=lc.row_bound(x.dtype))
 
 
 @builds(Zip)
 def _zip(node, lc):
-    from ..hdl.zip import ZipUnit
     x = _in(node)
     bounds = {}
     for s in node.inputs:
@@ -86,14 +97,12 @@ def _zip(node, lc):
 
 @builds(Broadcast)
 def _broadcast(node, lc):
-    from ..hdl.broadcast import BroadcastUnit
     x = _in(node)
     return BroadcastUnit(x.dtype, x.rank, len(node.outputs), depth=2, row_bound=lc.row_bound(x.dtype))
 
 
 @builds(LinearOffChipLoad)
 def _linear_load(node, lc):
-    from ..hdl.offchip_load import LinearLoadUnit
     ref = node.inputs[0] if node.inputs else None
     return LinearLoadUnit(lc.placement(node.tensor, node.tile), node.out_shape, node.stride,
                           offset=node.offset,
@@ -104,28 +113,24 @@ def _linear_load(node, lc):
 
 @builds(LinearOffChipStore)
 def _linear_store(node, lc):
-    from ..hdl.offchip_store import LinearStoreUnit
     x = _in(node)
     return LinearStoreUnit(lc.placement(node.tensor, (x.dtype.rows, x.dtype.cols)), x.rank)
 
 
 @builds(RandomOffChipLoad)
 def _random_load(node, lc):
-    from ..hdl.offchip_load import RandomLoadUnit
     a = _in(node)
     return RandomLoadUnit(lc.placement(node.tensor, node.tile), a.rank)
 
 
 @builds(RandomOffChipStore)
 def _random_store(node, lc):
-    from ..hdl.offchip_store import RandomStoreUnit
     a, d = node.inputs
     return RandomStoreUnit(lc.placement(node.tensor, (d.dtype.rows, d.dtype.cols)), a.rank, d.rank)
 
 
 def _streamify_readers(node):
     """The Streamify nodes that replay the buffers of Bufferize ``node``, through Broadcasts."""
-    from .ops.routing import Broadcast
     cons = node.program.consumers()
     found, stack = [], [node.outputs[0]]
     while stack:
@@ -144,7 +149,6 @@ def _streamify_readers(node):
 
 @builds(Bufferize)
 def _bufferize(node, lc):
-    from ..hdl.pmu import PMU, Replay
     x = _in(node)
     shape = []
     for d in node.buffer.shape:
@@ -170,7 +174,6 @@ def _bufferize(node, lc):
 
 @builds(RetileStreamify)
 def _retile(node, lc):
-    from ..hdl.retile import RetileStreamifyUnit
     x = _in(node)
     return RetileStreamifyUnit(x.dtype, x.rank, node.split, valid=len(node.inputs) > 1,
                                b=node.b, row_bound=lc.row_bound(x.dtype))
@@ -178,21 +181,18 @@ def _retile(node, lc):
 
 @builds(Filter)
 def _filter(node, lc):
-    from ..hdl.filter import FilterUnit
     x = _in(node)
     return FilterUnit(x.dtype, x.rank, keep=node.keep, row_bound=lc.row_bound(x.dtype))
 
 
 @builds(AddrGen)
 def _addrgen(node, lc):
-    from ..hdl.addrgen import AddrGenUnit
     x, fn = _in(node), node.fn
     return AddrGenUnit(x.dtype, x.rank, fn.shape, fn.strides, scale=fn.scale, offset=fn.offset)
 
 
 @builds(Partition)
 def _partition(node, lc):
-    from ..hdl.partition import PartitionUnit
     x = _in(node)
     if not node.drop:
         raise LoweringError(f"{node.name}: Partition(drop=False) has no hardware unit yet")
@@ -201,7 +201,6 @@ def _partition(node, lc):
 
 @builds(Reassemble)
 def _reassemble(node, lc):
-    from ..hdl.reassemble import ReassembleUnit
     x, sel = node.inputs[0], node.inputs[-1]
     return ReassembleUnit(x.dtype, len(node.inputs) - 1, node.b, sel.rank, count=node.count,
                           row_bound=lc.row_bound(x.dtype))
@@ -209,19 +208,48 @@ def _reassemble(node, lc):
 
 @builds(EagerMerge)
 def _eager_merge(node, lc):
-    from ..hdl.eager_merge import EagerMergeUnit
     x = _in(node)
     return EagerMergeUnit(x.dtype, len(node.inputs), node.b, row_bound=lc.row_bound(x.dtype))
 
 
 @builds(Parallelize)
 def _parallelize(node, lc):
-    from ..hdl.parallelize import ParallelizeUnit
     x = _in(node)
     return ParallelizeUnit(x.dtype, x.rank, len(node.outputs), node.b, row_bound=lc.row_bound(x.dtype))
 
 
+def pcu_for_node(node, config, *, row_bound=None):
+    """The PCU of a Map, Accum or Scan graph node on the machine ``config``.
+
+    Parameters
+    ----------
+    node : Map, Accum or Scan
+    config : stepforge.hdl.config.HardwareConfig
+        Supplies ``pcu_lanes``, ``pcu_multipliers`` and ``family``.
+    row_bound : int or Mapping, optional
+        Default: the program's bounds of the symbols of every dynamic row count.
+    """
+    if row_bound is None:
+        row_bound = {}
+        sym = node.program.symbols
+        for s in list(node.inputs) + list(node.outputs):
+            for t in (s.dtype.elems if isinstance(s.dtype, Tuple) else (s.dtype,)):
+                if isinstance(t, Tile) and not isinstance(t.rows, int):
+                    row_bound[t.rows] = sym.bound(t.rows)
+    types = [s.dtype for s in node.inputs]
+    rank = node.inputs[0].rank
+    kw = dict(lanes=config.pcu_lanes, multipliers=config.pcu_multipliers,
+              family=config.family, row_bound=row_bound,
+              src_loc_at=1)  # an unused unit is reported at the caller
+    if isinstance(node, Map):
+        return PCU(node.fn, types, rank, **kw)
+    if isinstance(node, (Accum, Scan)):
+        mode = "accum" if isinstance(node, Accum) else "scan"
+        out = node.outputs[0].dtype if node.fn.accum is not None else None
+        return PCU(node.fn, types, rank, mode=mode, init=node.init, b=node.b, out_type=out, **kw)
+    raise TypeError(f"a PCU implements Map, Accum and Scan nodes, not {node!r}")
+
+
 @builds(Map, Accum, Scan)
 def _pcu(node, lc):
-    from ..hdl.pcu import PCU
-    return PCU.for_node(node, lc.config)
+    return pcu_for_node(node, lc.config)

@@ -16,13 +16,13 @@ from stepforge.hdl.broadcast import BroadcastUnit
 from stepforge.hdl.config import HardwareConfig
 from stepforge.hdl.csr import CSRBank
 from stepforge.hdl.fifo import StreamFIFO
-from stepforge.sim.fingerprint import fingerprint
-from stepforge.hdl.flatten import FlattenUnit
 from stepforge.hdl.filter import FilterUnit
+from stepforge.hdl.flatten import FlattenUnit
 from stepforge.hdl.memory import MemoryGeometry, MemoryModel, TensorPlacement
 from stepforge.hdl.offchip_load import LinearLoadUnit
 from stepforge.hdl.offchip_store import LinearStoreUnit
 from stepforge.hdl.repeat import RepeatStaticUnit
+from stepforge.sim.fingerprint import fingerprint
 from stepforge.sim.separate import component_ports
 
 T8, T16 = Tile(int8, 4, 4), Tile(int16, 4, 4)

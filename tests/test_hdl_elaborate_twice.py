@@ -16,8 +16,8 @@ from amaranth.hdl import Signal
 
 from stepforge.compiler import functions as F
 from stepforge.compiler.types import Bool, Index, Tile, Tuple, int8, int16
-from stepforge.hdl.addrgen import AddrGenUnit
 from stepforge.contract.beat import beat_layout
+from stepforge.hdl.addrgen import AddrGenUnit
 from stepforge.hdl.beat_io import BeatReader, BeatWriter, DiscardUnit
 from stepforge.hdl.broadcast import BroadcastUnit
 from stepforge.hdl.config import HardwareConfig

@@ -11,11 +11,11 @@ from hypothesis import given, settings, strategies as st
 from stepforge.compiler.errors import StepRuntimeError
 from stepforge.compiler.types import Index
 from stepforge.contract.beat import beat_layout, pack_beat
+from stepforge.contract.tokens import Beat, canonical, from_nested, is_stop, stop, to_beats
 from stepforge.hdl.expand import ExpandUnit
-from stepforge.sim.testbench import check_ready_to_valid, simulate
 from stepforge.hdl.unit import ErrorCode
 from stepforge.sim.ops_shape import expand
-from stepforge.contract.tokens import Beat, canonical, from_nested, is_stop, stop, to_beats
+from stepforge.sim.testbench import check_ready_to_valid, simulate
 
 from .test_hdl_promote import ELEM, FRAMING, TILES, bare_done, reframe, tile, tokens_equal
 from .test_tokens import ragged

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from stepforge.compiler.types import Tile, int16
 from stepforge.contract.beat import beat_layout, pack_beat, unpack_beat
-from stepforge.hdl.fifo import StreamFIFO
 from stepforge.contract.tokens import from_beats, from_nested, to_beats, to_nested
+from stepforge.hdl.fifo import StreamFIFO
 
 
 def run_fifo(dut, items, valid_pattern, ready_pattern, *, max_cycles=None):

@@ -8,12 +8,12 @@ from hypothesis import given, settings, strategies as st
 from stepforge.compiler import functions as F
 from stepforge.compiler.types import Bool, Index, Tile, Tuple, int8
 from stepforge.contract.beat import beat_layout
+from stepforge.contract.tokens import Beat, from_nested, stop, to_beats
 from stepforge.hdl.filter import FilterUnit
-from stepforge.sim.testbench import check_ready_to_valid, simulate
 from stepforge.hdl.unit import ErrorCode
 from stepforge.sim.ops_compute import expander, flat_map
 from stepforge.sim.ops_shape import zip_streams
-from stepforge.contract.tokens import Beat, from_nested, stop, to_beats
+from stepforge.sim.testbench import check_ready_to_valid, simulate
 
 from .test_hdl_retile import beats_equal, check_run, project, reframe, tokens_equal
 from .test_tokens import ragged

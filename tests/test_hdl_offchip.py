@@ -18,18 +18,18 @@ from stepforge.compiler.ops.offchip import (LinearOffChipLoad, LinearOffChipStor
                                             RandomOffChipStore)
 from stepforge.compiler.types import Bool, Index, Tile, bf16, int8, int16, int32
 from stepforge.contract.beat import beat_layout
+from stepforge.contract.tokens import Beat, from_nested, is_stop, stop, to_beats
+from stepforge.contract.values import values_equal
 from stepforge.hdl.config import HardwareConfig
 from stepforge.hdl.memory import (PIPELINE_LATENCY, MemoryGeometry, MemoryModel, TensorPlacement,
                                   array_from_bytes, array_to_bytes)
 from stepforge.hdl.offchip_load import LinearLoadUnit, RandomLoadUnit
 from stepforge.hdl.offchip_store import LinearStoreUnit, RandomStoreUnit
-from stepforge.sim.testbench import check_ready_to_valid
-from stepforge.sim.testbench_memory import MemoryBench, simulate_with_memory
 from stepforge.hdl.unit import ErrorCode
 from stepforge.sim.interpreter import run as interpret
 from stepforge.sim.ops_offchip import linear_load, linear_store, random_load, random_store
-from stepforge.contract.tokens import Beat, from_nested, is_stop, stop, to_beats
-from stepforge.contract.values import values_equal
+from stepforge.sim.testbench import check_ready_to_valid
+from stepforge.sim.testbench_memory import MemoryBench, simulate_with_memory
 
 from .test_tokens import ragged
 

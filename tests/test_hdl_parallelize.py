@@ -7,11 +7,11 @@ from hypothesis import given, settings, strategies as st
 
 from stepforge.compiler.types import Index
 from stepforge.contract.beat import beat_layout
+from stepforge.contract.tokens import Beat, from_nested, to_beats
 from stepforge.hdl.parallelize import ParallelizeUnit
-from stepforge.sim.testbench import check_ready_to_valid, simulate
 from stepforge.hdl.unit import ErrorCode
 from stepforge.sim.ops_routing import parallelize
-from stepforge.contract.tokens import Beat, from_nested, to_beats
+from stepforge.sim.testbench import check_ready_to_valid, simulate
 
 from .test_hdl_partition import (ELEM, TILES, accepted_all, assert_tokens, beats_of, framed,
                                   frozen_after_fault, tok)

@@ -10,12 +10,12 @@ from hypothesis import given, settings, strategies as st
 from stepforge.compiler.errors import StepRuntimeError
 from stepforge.compiler.types import Index, Select, Tile, int8
 from stepforge.contract.beat import beat_layout
-from stepforge.hdl.partition import PartitionUnit
-from stepforge.sim.testbench import Stall, check_ready_to_valid, simulate
-from stepforge.hdl.unit import ErrorCode
-from stepforge.sim.ops_routing import partition
 from stepforge.contract.tokens import Beat, format_tokens, from_beats, from_nested, stop, to_beats
 from stepforge.contract.values import values_equal
+from stepforge.hdl.partition import PartitionUnit
+from stepforge.hdl.unit import ErrorCode
+from stepforge.sim.ops_routing import partition
+from stepforge.sim.testbench import Stall, check_ready_to_valid, simulate
 
 from .test_tokens import ragged
 

@@ -10,12 +10,12 @@ from hypothesis import given, settings, strategies as st
 
 from stepforge.compiler import functions as F
 from stepforge.compiler.types import Tile, int8, int16, int32
+from stepforge.contract import arith
 from stepforge.contract.beat import beat_layout, pack_beat
+from stepforge.contract.tokens import Beat, from_nested, to_beats
 from stepforge.hdl.pcu import PCU
 from stepforge.hdl.unit import ErrorCode
-from stepforge.contract import arith
 from stepforge.sim.ops_compute import accum, map_tokens, scan
-from stepforge.contract.tokens import Beat, from_nested, to_beats
 
 from .test_hdl_pcu import LIGHT, SEEDS, assert_accounted, assert_tokens, evaluator, folder, run_unit
 

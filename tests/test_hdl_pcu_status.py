@@ -17,8 +17,8 @@ import pytest
 from stepforge.compiler import functions as F
 from stepforge.compiler.types import Tile, int8, int32
 from stepforge.contract.beat import beat_layout
-from stepforge.hdl.pcu import PCU
 from stepforge.contract.tokens import from_nested
+from stepforge.hdl.pcu import PCU
 
 from .port_trace import pattern, trace
 

@@ -21,13 +21,13 @@ from hypothesis import assume, given, settings, strategies as st
 from stepforge.compiler.errors import StepRuntimeError
 from stepforge.compiler.types import Bool, Index, Tile, int8
 from stepforge.contract.beat import beat_layout, beat_signature, pack_beat, unpack_beat
-from stepforge.hdl.fifo import StreamFIFO
-from stepforge.hdl.pmu import PMU, Replay
-from stepforge.sim.testbench import check_ready_to_valid, simulate
-from stepforge.hdl.unit import ErrorCode, StatusSignature
-from stepforge.sim.ops_memory import bufferize, streamify
 from stepforge.contract.tokens import Beat, from_beats, from_nested, is_stop, stop, to_beats
 from stepforge.contract.values import values_equal
+from stepforge.hdl.fifo import StreamFIFO
+from stepforge.hdl.pmu import PMU, Replay
+from stepforge.hdl.unit import ErrorCode, StatusSignature
+from stepforge.sim.ops_memory import bufferize, streamify
+from stepforge.sim.testbench import check_ready_to_valid, simulate
 
 from .test_tokens import ragged
 

@@ -9,11 +9,11 @@ from hypothesis import given, settings, strategies as st
 
 from stepforge.compiler.types import Tile, int8
 from stepforge.contract.beat import beat_layout
-from stepforge.hdl.promote import PromoteUnit
-from stepforge.sim.testbench import check_ready_to_valid, simulate
-from stepforge.sim.ops_shape import promote
 from stepforge.contract.tokens import Beat, from_beats, from_nested, stop, to_beats
 from stepforge.contract.values import values_equal
+from stepforge.hdl.promote import PromoteUnit
+from stepforge.sim.ops_shape import promote
+from stepforge.sim.testbench import check_ready_to_valid, simulate
 
 from .test_tokens import ragged
 

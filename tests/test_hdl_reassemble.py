@@ -7,11 +7,11 @@ from hypothesis import given, settings, strategies as st
 
 from stepforge.compiler.types import Index, Select
 from stepforge.contract.beat import beat_layout
+from stepforge.contract.tokens import Beat, from_beats, from_nested, to_beats
 from stepforge.hdl.reassemble import ReassembleUnit
-from stepforge.sim.testbench import check_ready_to_valid, simulate
 from stepforge.hdl.unit import ErrorCode
 from stepforge.sim.ops_routing import partition, reassemble
-from stepforge.contract.tokens import Beat, from_beats, from_nested, to_beats
+from stepforge.sim.testbench import check_ready_to_valid, simulate
 
 from .test_hdl_partition import (ELEM, TILES, accepted_all, assert_tokens, framed,
                                   frozen_after_fault, tok)

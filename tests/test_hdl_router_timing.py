@@ -25,13 +25,13 @@ import pytest
 
 from stepforge.compiler.types import Index, Select
 from stepforge.contract.beat import beat_layout
+from stepforge.contract.tokens import from_nested, to_beats
 from stepforge.hdl.broadcast import BroadcastUnit
 from stepforge.hdl.eager_merge import EagerMergeUnit
 from stepforge.hdl.parallelize import ParallelizeUnit
 from stepforge.hdl.partition import PartitionUnit
 from stepforge.hdl.reassemble import ReassembleUnit
 from stepforge.sim.ops_routing import reassemble
-from stepforge.contract.tokens import from_nested, to_beats
 
 from .port_trace import pattern, trace
 

@@ -7,11 +7,11 @@ from hypothesis import given, settings, strategies as st
 from stepforge.compiler.errors import StepRuntimeError
 from stepforge.compiler.types import Index, Tuple
 from stepforge.contract.beat import beat_layout
-from stepforge.sim.testbench import check_ready_to_valid, simulate
+from stepforge.contract.tokens import Beat, from_nested, is_stop, stop, to_beats
 from stepforge.hdl.unit import ErrorCode
 from stepforge.hdl.zip import ZipUnit
 from stepforge.sim.ops_shape import zip_streams
-from stepforge.contract.tokens import Beat, from_nested, is_stop, stop, to_beats
+from stepforge.sim.testbench import check_ready_to_valid, simulate
 
 from .test_hdl_expand import run_past_error
 from .test_hdl_promote import ELEM, FRAMING, TILES, bare_done, reframe, tile, tokens_equal

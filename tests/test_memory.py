@@ -13,10 +13,10 @@ from stepforge.compiler.graph import Program
 from stepforge.compiler.ops.memory import Bufferize, Streamify
 from stepforge.compiler.ops.shape import RepeatStatic
 from stepforge.compiler.types import Buffer, Index, Tile, fp32, int16
-from stepforge.sim.interpreter import SEMANTICS, Context, run
-from stepforge.sim.ops_memory import bufferize, check_buffer, freed, streamify, streamify_consumers
 from stepforge.contract.tokens import canonical, format_tokens, from_nested, is_stop, stop, to_nested
 from stepforge.contract.values import BufferRef
+from stepforge.sim.interpreter import SEMANTICS, Context, run
+from stepforge.sim.ops_memory import bufferize, check_buffer, freed, streamify, streamify_consumers
 
 
 def tok(s):

@@ -13,11 +13,11 @@ from stepforge.compiler.metrics import bind, metrics
 from stepforge.compiler.ops.offchip import (LinearOffChipLoad, LinearOffChipStore, RandomOffChipLoad,
                                             RandomOffChipStore, affine_range)
 from stepforge.compiler.types import Bool, Index, Tile, fp32, int8, int32
+from stepforge.contract.tokens import is_stop, stop
+from stepforge.contract.values import values_equal
 from stepforge.sim.interpreter import run
 from stepforge.sim.ops_offchip import (affine_walk, linear_load, random_load, random_store,
                                        read_tile, replay_per_ref)
-from stepforge.contract.tokens import is_stop, stop
-from stepforge.contract.values import values_equal
 
 
 def grid(rows, cols, tile, dtype=np.int32):

@@ -16,12 +16,12 @@ from amaranth.sim import Simulator
 from stepforge import Index, Partition, Program, Select
 from stepforge.compiler.lower import lower
 from stepforge.compiler.ops.io import Input
+from stepforge.contract.tokens import from_beats, from_nested
+from stepforge.contract.values import to_value
 from stepforge.hdl.memory import backdoor_read
 from stepforge.hdl.system import System
 from stepforge.sim.interpreter import run
 from stepforge.sim.rtl import _pack_stream, _unpack_stream
-from stepforge.contract.tokens import from_beats, from_nested
-from stepforge.contract.values import to_value
 
 INPUTS = {"x": [[10, 11, 12, 13, 14, 15]], "s": [[1, 6, 2, 5, 0, 7]]}
 

@@ -29,8 +29,12 @@ from amaranth.lib.wiring import Out
 
 from stepforge.compiler import functions as F
 from stepforge.compiler.types import Bool, Index, Select, Tile, Tuple, int8, int16, int32
-from stepforge.hdl.addrgen import AddrGenUnit
+from stepforge.contract import arith
 from stepforge.contract.beat import beat_layout, pack_beat, unpack_beat
+from stepforge.contract.tokens import (Beat, canonical, format_tokens, from_beats, from_nested, is_stop,
+                                  to_beats)
+from stepforge.contract.values import pad_value, values_equal
+from stepforge.hdl.addrgen import AddrGenUnit
 from stepforge.hdl.broadcast import BroadcastUnit
 from stepforge.hdl.eager_merge import EagerMergeUnit
 from stepforge.hdl.expand import ExpandUnit
@@ -47,16 +51,12 @@ from stepforge.hdl.reshape import ReshapeUnit
 from stepforge.hdl.retile import RetileStreamifyUnit
 from stepforge.hdl.unit import ErrorCode
 from stepforge.hdl.zip import ZipUnit
-from stepforge.contract import arith
 from stepforge.sim import verilator as vl
 from stepforge.sim.eager import check_eager_merge
 from stepforge.sim.ops_compute import accum, expander, flat_map, map_tokens
 from stepforge.sim.ops_memory import bufferize, streamify
 from stepforge.sim.ops_routing import parallelize, partition, reassemble
 from stepforge.sim.ops_shape import expand, flatten, promote, repeat_static, reshape, zip_streams
-from stepforge.contract.tokens import (Beat, canonical, format_tokens, from_beats, from_nested, is_stop,
-                                  to_beats)
-from stepforge.contract.values import pad_value, values_equal
 
 pytestmark = pytest.mark.slow
 

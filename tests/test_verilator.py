@@ -13,9 +13,9 @@ import sympy
 
 from stepforge.compiler.types import Tile, bf16
 from stepforge.contract.beat import beat_layout, pack_beat, unpack_beat
+from stepforge.contract.tokens import from_beats, from_nested, to_beats
 from stepforge.hdl.fifo import StreamFIFO
 from stepforge.sim import verilator as vl
-from stepforge.contract.tokens import from_beats, from_nested, to_beats
 
 pytestmark = pytest.mark.slow
 
