@@ -416,7 +416,10 @@ class PCU(wiring.Component):
                 late, early = [], list(e.args)
             if id(e) == self._merged:
                 late = []
-            issue_reads.append(set().union(*(self._sources(a, index) for a in early)))
+            reads = set().union(*(self._sources(a, index) for a in early))
+            if self._nodes[id(e)].early_inputs:  # it reads the ports at the sequencer's issue
+                reads.discard("input")
+            issue_reads.append(reads)
             late_reads.append(set().union(*(self._sources(a, index) for a in late)))
         out_reads = self._sources(self.fn.body, index)
         mins = [n.steps_for(0) for n in nodes]
@@ -798,6 +801,7 @@ class PCU(wiring.Component):
         ``issue`` (the sequencer's); return the function's value as seen at the output stage
         (a merged ``mac`` adds into ``acc_regs``)."""
         timed = [e for e in self._order if id(e) in self._nodes]
+        index = {id(e): k for k, e in enumerate(timed)}
         last = timed[-1] if timed else None
         delayed = [issue]
         for d in range(1, max(self._delay.values(), default=0) + 1):
@@ -824,6 +828,10 @@ class PCU(wiring.Component):
                     operands = [values[id(a)] for a in e.args]
                 keep = not (e is last and node.steps == 1)
                 extra = {"acc_init": acc_regs} if id(e) == self._merged else {}
+                delay = self._delay[id(e)]
+                if node.early_inputs and delay:
+                    flags = [self._sources(a, index) == {"input"} for a in e.args]
+                    extra["early"] = (issue, delay, flags)
                 nxt = node.elaborate(m, delayed[self._delay[id(e)]], operands, start=node.start,
                                      keep_reg=keep, **extra)
                 values[id(e)] = node.reg

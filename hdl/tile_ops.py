@@ -564,6 +564,8 @@ def _operand_regs(family):
 
 
 class _Node:
+    early_inputs = False
+
     """What the node circuits share: the output register, its next value and the step window.
 
     A node is *active* in steps ``start .. start + steps - 1``. ``nxt`` is the register's value
@@ -661,10 +663,16 @@ class ElementwiseNode(_Node):
     def _row_steps(self, rows):
         return ceil_div(rows * self.cols, self.lanes)
 
-    def elaborate(self, m, issue, operands, *, start, keep_reg=True):
+    #: operands from the input ports may be read early (:meth:`elaborate`'s ``early``)
+    early_inputs = True
+
+    def elaborate(self, m, issue, operands, *, start, keep_reg=True, early=None):
         """Build the node: ``operands`` are HTiles (or ints for constants), read when a step is
         issued (``issue``, an :class:`Issue`); ``start`` is its first step. Returns ``nxt``
-        (an HTile)."""
+        (an HTile). ``early``, ``(issue0, delay, flags)``: the operands ``k`` with
+        ``flags[k]`` (the input ports, which a beat holds only until its last step) are read
+        at the sequencer's issue ``issue0`` and carried through ``delay`` registers per lane to
+        this node's issue, ``delay`` pipeline moves later."""
         self.start = start
         self._alloc(self.out_dtype, self.rows, self.cols, self.name, keep_reg)
         self._default(m)
@@ -698,7 +706,25 @@ class ElementwiseNode(_Node):
             lane_in.append(ins)
             lane_out.append(out)
         at = self._write_stage(m, issue)
-        for stage, assign in ((issue, "in"), (at, "out")):
+        flags = [False] * len(operand_tiles) if early is None else list(early[2])
+        now = [k for k, f in enumerate(flags) if not f]
+        soon = [k for k, f in enumerate(flags) if f]
+        lane_early = [[None] * len(operand_tiles) for _ in range(self.lanes)]
+        for lane in range(self.lanes):
+            for k in soon:  # read at the sequencer's issue, delayed to this node's
+                v = Signal(signed(self.in_dtype.bits), name=f"{self.name}_l{lane}_e{k}")
+                lane_early[lane][k] = v
+                for d in range(early[1]):
+                    r = Signal(signed(self.in_dtype.bits), name=f"{self.name}_l{lane}_e{k}_{d}",
+                               reset_less=True)
+                    with m.If(issue.enable):
+                        m.d.sync += r.eq(v)
+                    v = r
+                m.d.comb += lane_in[lane][k].eq(v)
+        for stage, assign, ks in ((issue, "in", now), (early and early[0], "in", soon),
+                                  (at, "out", None)):
+            if assign == "in" and not ks:
+                continue
             with m.Switch(stage.step):
                 for c in range(self.steps):
                     with m.Case(start + c):
@@ -707,11 +733,11 @@ class ElementwiseNode(_Node):
                             if e >= self.rows * self.cols:
                                 break
                             i, j = divmod(e, self.cols)
-                            if assign == "in":
-                                m.d.comb += [x.eq(t.at(i, j))
-                                             for x, t in zip(lane_in[lane], operand_tiles)]
-                            else:
+                            if assign == "out":
                                 m.d.comb += self.nxt.elems[i][j].eq(lane_out[lane])
+                                continue
+                            dst = lane_in[lane] if stage is issue else lane_early[lane]
+                            m.d.comb += [dst[k].eq(operand_tiles[k].at(i, j)) for k in ks]
         self._write(m, at)
         return self.nxt
 

@@ -396,7 +396,7 @@ II_CASES = [
     ("mac5", MAC_FNS["traced"], [T44, T44], dict(multipliers=5), "accum", 13, 2),
     ("softmax", UNARY["softmax_num"], [T44], dict(lanes=4), "map", 4 + 4 + 4, 3),  # row_max, sub, exp
     ("scan", F.add, [T44], dict(lanes=8), "scan", 2, 0),
-    ("gate", BINARY["gate"], [T44, T44], dict(lanes=4), "map", 4 + 4, 2),  # silu, then mul
+    ("gate", BINARY["gate"], [T44, T44], dict(lanes=4), "map", 4 + 4, 3 + 2),  # silu, mul
 ]
 
 

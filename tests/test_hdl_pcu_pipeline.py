@@ -45,9 +45,14 @@ PIPELINES = {
     # after the first matmul's latency, the product last (generic); on the iCE40 the matmuls
     # are deeper than the steps after them, so only the product pipelines
     "swiglu": (F.function(swiglu), [T16] * 3, "map", {None: (2, 0, 2, 2), "ice40": (0, 0, 0, 3)}),
-    # the second product reads input b: the first may not delay it
+    # the second product reads input b after the first's latency: it reads the port at the
+    # sequencer's step and carries the values along, so both pipeline
     "scaled_mul": (F.function(lambda a, b: (a * 2) * b), [T16] * 2, "map",
-                   {None: (0, 2), "ice40": (0, 3)}),
+                   {None: (2, 2), "ice40": (3, 3)}),
+    # the result holds the first product's register: a product after the second may not
+    # delay the output stage past the next beat's write of it
+    "pair_mul": (F.function(lambda a, b: (a * b, (a * b) * 3)), [T16] * 2, "map",
+                 {None: (2, 0, 0), "ice40": (3, 0, 0)}),
     # the result holds the first matmul's register: it may not be overwritten before the
     # output stage, so the product after it does not pipeline
     "pair": (F.function(lambda a, w: (F.matmul(a, w), F.matmul(a, w) * 3)), [T16] * 2, "map",
@@ -112,9 +117,10 @@ def _split(tensors, rank, n):
 
 
 def test_an_unsafe_schedule_reads_the_next_beat(monkeypatch):
-    """The check is needed: pipelining both products of ``(a * 2) * b`` delays the read of ``b``
-    past the beat's last step, when the port already offers the next beat's ``b``."""
-    fn = PIPELINES["scaled_mul"][0]
+    """The check is needed: in ``(a * b, (a * b) * 3)`` pipelining the nodes after the first
+    delays the output stage past the next beat's write of the first product's register, so the
+    result's first element would be the next beat's."""
+    fn = PIPELINES["pair_mul"][0]
     x = [np.full((2, 2), v, np.int16) for v in (1, 2, 3, 4)]
     y = [np.full((2, 2), v, np.int16) for v in (10, 20, 30, 40)]
     streams = [from_nested([x], 1), from_nested([y], 1)]
@@ -123,9 +129,10 @@ def test_an_unsafe_schedule_reads_the_next_beat(monkeypatch):
     assert_tokens(run_unit(safe, streams).outputs["out"], want)
     monkeypatch.setattr(PCU, "_safe", staticmethod(lambda *args: True))
     unsafe = PCU(fn, [T16, T16], 1, lanes=4)
-    assert [n.latency for n in unsafe._nodes.values()] == [2, 2]
+    assert [n.latency for n in unsafe._nodes.values()] == [2, 2, 2]
     got = run_unit(unsafe, streams).outputs["out"]
-    assert [int(v[0, 0]) for v in got[:3]] == [2 * 20, 4 * 30, 6 * 40]  # each b one beat late
+    assert [(int(u[0, 0]), int(v[0, 0])) for u, v in got[:4]] == \
+        [(40, 30), (90, 120), (160, 270), (160, 480)]  # want (10, 30), (40, 120), ...
 
 
 # -- the iCE40 datapath ------------------------------------------------------------------------
