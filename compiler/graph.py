@@ -247,12 +247,12 @@ class Program:
 
     def input(self, name, shape, dtype):
         """A stream supplied by the host when the program runs (e.g. a routing selector)."""
-        from .ops.io import Input
+        from .ops.io import Input  # a real cycle: ops.io imports Node from here
         return Input(self, name, shape, dtype).out
 
     def output(self, stream, name):
         """Make ``stream`` an output of the program, read back as nested lists."""
-        from .ops.io import Output
+        from .ops.io import Output  # a real cycle: ops.io imports Node from here
         return Output(stream, name)
 
     # -- graph ----------------------------------------------------------------------------
@@ -289,12 +289,12 @@ class Program:
 
     @property
     def inputs(self):
-        from .ops.io import Input
+        from .ops.io import Input  # a real cycle: ops.io imports Node from here
         return [n for n in self.nodes if isinstance(n, Input)]
 
     @property
     def outputs(self):
-        from .ops.io import Output
+        from .ops.io import Output  # a real cycle: ops.io imports Node from here
         return [n for n in self.nodes if isinstance(n, Output)]
 
     def cardinality(self, stream):

@@ -4,6 +4,9 @@ Each pass takes a program, rewrites it in place and returns it, so passes chain:
 ``insert_broadcasts(p)``.
 """
 
+from .ops.io import Discard
+from .ops.routing import Broadcast
+
 __all__ = ["insert_broadcasts", "tie_off"]
 
 
@@ -13,7 +16,6 @@ def insert_broadcasts(program):
     After this pass every stream has at most one consumer; the Broadcast's outputs feed the former
     consumers in their order. Running the pass twice changes nothing.
     """
-    from .ops.routing import Broadcast
 
     for stream, readers in list(program.consumers().items()):
         if len(readers) < 2:
@@ -27,7 +29,6 @@ def insert_broadcasts(program):
 
 def tie_off(program):
     """Give every stream that no port reads a :class:`~stepforge.compiler.ops.io.Discard`."""
-    from .ops.io import Discard
 
     for stream, readers in list(program.consumers().items()):
         if not readers:

@@ -35,9 +35,14 @@ sums re-associate exactly); float matmuls sum their ``k`` terms in sub-tile orde
 matmul does. An operator without a rule here raises :class:`TilingError` naming it.
 """
 
+from . import functions as F
 from .dims import fmt_shape
 from .errors import LoweringError
 from .graph import Program
+from .ops.compute import Accum, Map
+from .ops.memory import Bufferize, Streamify
+from .ops.offchip import LinearOffChipLoad, LinearOffChipStore
+from .ops.shape import Zip
 from .types import Buffer, Tile, Tuple
 
 __all__ = ["TilingError", "tile_for_hardware", "needs_tiling", "subtile"]
@@ -136,7 +141,6 @@ class _Tiler:
     # -- driver ----------------------------------------------------------------------------------
 
     def run(self):
-        from .ops.offchip import LinearOffChipStore
         consumers = self.old.consumers()
         for node in self.old.nodes:
             if isinstance(node, LinearOffChipStore):
@@ -177,10 +181,6 @@ class _Tiler:
         return self.memo[key]
 
     def _rule(self, node):
-        from .ops.compute import Accum, Map
-        from .ops.memory import Streamify
-        from .ops.offchip import LinearOffChipLoad
-        from .ops.shape import Zip
         rules = {LinearOffChipLoad: self._load, Streamify: self._streamify, Map: self._map,
                  Accum: self._accum, Zip: self._zip}
         rule = rules.get(type(node))
@@ -194,7 +194,6 @@ class _Tiler:
     # -- sinks -----------------------------------------------------------------------------------
 
     def _store(self, node):
-        from .ops.offchip import LinearOffChipStore
         x = node.inputs[0]
         self._check_view(x, tuple(range(len(x.shape))))
         _, a, c = self._sub(x)
@@ -217,7 +216,6 @@ class _Tiler:
         the view without them, a PMU buffers what lies inside the outermost broadcast and
         replays it (the paper's on-chip STeP tile), so off-chip traffic stays the STeP
         program's."""
-        from .ops.memory import Bufferize, Streamify
         name = self._name(s.node)
         first = next((k for k, item in enumerate(view) if _is_broadcast(item)), None)
         if first is None:
@@ -238,7 +236,6 @@ class _Tiler:
 
     def _walk_load(self, s, view, name):
         """A load whose walk is ``view`` (no broadcast dimensions: each tile read once)."""
-        from .ops.offchip import LinearOffChipLoad
         node = s.node
         if node.ref is not None:
             self._fail(node, "reads with a reference stream (no hierarchical tiling rule)")
@@ -275,7 +272,6 @@ class _Tiler:
                                  name=name).outputs[0]
 
     def _streamify(self, s, view):
-        from .ops.memory import Bufferize, Streamify
         node = s.node
         if node.ref is not None:
             self._fail(node, "replays by a reference stream (no hierarchical tiling rule)")
@@ -319,7 +315,6 @@ class _Tiler:
     # -- compute ---------------------------------------------------------------------------------
 
     def _zip(self, s, view):
-        from .ops.shape import Zip
         return Zip(*[self.emit(x, view) for x in s.node.inputs], name=self._name(s.node)).outputs[0]
 
     def _input_view(self, view, x, out_a, out_c, inner=()):
@@ -379,8 +374,6 @@ class _Tiler:
         return ins
 
     def _map(self, s, view):
-        from . import functions as F
-        from .ops.compute import Accum, Map
         node = s.node
         body = node.fn.body
         if all(e.op in _ELEMENTWISE for e in node.fn.expressions()):
@@ -398,8 +391,6 @@ class _Tiler:
         return Accum(acc, F.zeros(hw), *ins, b=1, name=self._name(node)).outputs[0]
 
     def _accum(self, s, view):
-        from . import functions as F
-        from .ops.compute import Accum
         node = s.node
         init = node.init
         if isinstance(init.type, Tuple) or node.fn.accum is not None:

@@ -13,6 +13,8 @@ to a nested list so round trips can be compared.
 
 from typing import NamedTuple
 
+import numpy as np
+
 __all__ = ["Stop", "Beat", "stop", "is_stop", "from_nested", "to_nested", "canonical",
            "to_beats", "from_beats", "beat_index", "check_tokens", "format_tokens"]
 
@@ -191,7 +193,6 @@ def format_tokens(tokens):
 
 def _fmt(x):
     try:
-        import numpy as np
         if isinstance(x, np.ndarray):
             if x.size == 1:
                 return repr(x.reshape(-1)[0].item())

@@ -7,11 +7,11 @@ little-endian words (word 0 holds the least significant bits of the beat layout)
 """
 
 from amaranth.hdl import Module, Signal, unsigned
-from amaranth.lib import wiring
+from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .memory import MemoryPort
-from .unit import StatusSignature
+from .unit import ErrorCode, StatusSignature, raise_error
 
 __all__ = ["words_per_beat", "BeatReader", "BeatWriter", "DiscardUnit"]
 
@@ -47,7 +47,6 @@ class BeatReader(wiring.Component):
     """
 
     def __init__(self, layout, geometry, base):
-        from amaranth.lib import stream
         self.layout, self.geometry, self.base = layout, geometry, base
         self.wpb = words_per_beat(layout, geometry)
         super().__init__({
@@ -129,7 +128,6 @@ class BeatWriter(wiring.Component):
     """
 
     def __init__(self, layout, geometry, base, max_beats):
-        from amaranth.lib import stream
         self.layout, self.geometry, self.base, self.max_beats = layout, geometry, base, max_beats
         self.wpb = words_per_beat(layout, geometry)
         super().__init__({
@@ -145,7 +143,6 @@ class BeatWriter(wiring.Component):
         return f"BeatWriter({self.layout!r}, {self.geometry!r}, {self.base}, {self.max_beats})"
 
     def elaborate(self, platform):
-        from .unit import ErrorCode, raise_error
         m = Module()
         g, wpb = self.geometry, self.wpb
         lanes, word_bits = g.lanes, g.word_bits
@@ -206,7 +203,6 @@ class DiscardUnit(wiring.Component):
     """
 
     def __init__(self, layout):
-        from amaranth.lib import stream
         self.layout = layout
         super().__init__({"in0": In(stream.Signature(layout)), "status": Out(StatusSignature),
                           "done": Out(1)})

@@ -288,7 +288,7 @@ class PCU(wiring.Component):
         row_bound : int or Mapping, optional
             Default: the program's bounds of the symbols of every dynamic row count.
         """
-        from ..compiler.ops.compute import Accum, Map, Scan
+        from ..compiler.ops.compute import Accum, Map, Scan  # TODO(issue 13): moved, pcu_for_node
         if row_bound is None:
             row_bound = {}
             sym = node.program.symbols

@@ -117,7 +117,9 @@ def run(program, tensors=None, inputs=None, *, keep_edges=False, check_bounds=Tr
     check_bounds : bool
         Raise :class:`StepRuntimeError` when a measured dimension exceeds its symbol's bound.
     """
-    from . import ops_compute, ops_memory, ops_offchip, ops_routing, ops_shape  # noqa: F401 (registration)
+    # registers every operator's semantics; here, not at the top: each ops_* module imports
+    # ``semantics`` from this one (a real cycle)
+    from . import ops_compute, ops_memory, ops_offchip, ops_routing, ops_shape  # noqa: F401
 
     if not isinstance(program, Program):
         raise TypeError(f"run() needs a Program, not {type(program).__name__}")

@@ -13,7 +13,7 @@ from ..compiler.errors import StepRuntimeError
 from ..compiler.functions import AddrGen, KeepIf, RetileCols, RetileRows
 from ..compiler.ops.compute import Accum, AddrGen as AddrGenNode, FlatMap, Filter, Map, \
     RetileStreamify, Scan
-from ..compiler.types import Tile, Tuple
+from ..compiler.types import Select, Tile, Tuple
 from ..contract import arith
 from ..contract.tokens import beat_index, is_stop, stop
 from .interpreter import semantics
@@ -183,7 +183,6 @@ def expander(fn, elem_type):
     if isinstance(fn, KeepIf):
         return lambda x: keep_if(x[0], x[1], fn.keep)
     if isinstance(fn, AddrGen):
-        from ..compiler.types import Select
         value = _select_index if isinstance(elem_type, Select) else _addr_base
         return lambda x: addr_gen(value(x), fn.shape, fn.strides, fn.scale, fn.offset)
     raise TypeError(f"the interpreter has no expansion for {fn!r}")

@@ -18,11 +18,15 @@ from pathlib import Path
 
 
 from ..compiler.lower import lower
+from ..compiler.ops.io import Input, Output
 from ..contract.beat import pack_beat, unpack_beat
+from ..contract.tokens import from_beats, from_nested, to_beats
+from ..contract.values import to_value
 from ..hdl.memory import array_from_bytes, array_to_bytes, lane_ram_verilog
 from ..hdl.system import System
-from ..contract.tokens import from_beats, from_nested, to_beats
+from ..hdl.unit import ErrorCode
 from . import verilator
+from .separate import UnitLibrary, gc_paused
 from .shell import shell
 
 __all__ = ["RTLResult", "compile_program", "run_rtl", "deadlock_report", "error_report"]
@@ -80,7 +84,6 @@ def compile_program(program, config=None, *, depths=None, separate=True, unit_ca
     :class:`~stepforge.hdl.system.System`'s: ``"sim"`` (Verilator) or ``"board"`` (an FPGA build
     without test-only logic; its memory lanes start uninitialized).
     """
-    from .separate import UnitLibrary, gc_paused
     hw = lower(program, config, depths=depths)
     if separate:
         library = UnitLibrary(unit_cache, jobs=jobs)
@@ -132,8 +135,6 @@ def _unpack_stream(layout, words, wpb, word_bits, nbeats):
 def run_rtl(program, tensors=None, inputs=None, *, config=None, depths=None, stall=False,
             watchdog=10_000, max_cycles=50_000_000, waves=False, workdir=None, progress=None):
     """Compile, build and run ``program`` in Verilator; return an :class:`RTLResult`."""
-    from ..compiler.ops.io import Input, Output
-    from ..contract.values import to_value
     say = progress or (lambda msg: None)
     tensors, inputs = dict(tensors or {}), dict(inputs or {})
     timings = {}
@@ -232,7 +233,6 @@ def deadlock_report(result):
 
 def error_report(result):
     """The unit that raised the first error, its code, and what that code means."""
-    from ..hdl.unit import ErrorCode
     hw, c = result.hw, result.csrs
     unit = hw.units[c["error_unit"]]
     code = ErrorCode(c["error_code"])

@@ -52,6 +52,7 @@ from amaranth.lib import wiring
 from .. import hdl
 from .fingerprint import fingerprint
 from .verilator import cache_root
+import traceback
 
 __all__ = ["UnitLibrary", "YosysRun", "cache_salt", "component_ports", "gc_paused",
            "split_modules"]
@@ -227,7 +228,6 @@ class _Converter:
                 path.write_text(_rtlil(design, module.name))
                 code = 0
             except BaseException:               # noqa: BLE001 (the parent reports it)
-                import traceback
                 with contextlib.suppress(BaseException):
                     path.with_suffix(".err").write_text(traceback.format_exc())
             finally:

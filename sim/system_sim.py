@@ -12,10 +12,12 @@ from amaranth.hdl import Value
 from amaranth.sim import Simulator
 
 from ..compiler.lower import lower
+from ..compiler.ops.io import Input
 from ..contract.beat import unpack_beat
+from ..contract.tokens import from_beats, from_nested, is_stop
+from ..contract.values import to_value, values_equal
 from ..hdl.memory import array_from_bytes, array_to_bytes, backdoor_read, backdoor_write
 from ..hdl.system import System
-from ..contract.tokens import from_beats, from_nested, is_stop
 from .rtl import _pack_stream, _unpack_stream, tensor_rows
 
 __all__ = ["SystemRun", "simulate_system", "first_divergence"]
@@ -36,8 +38,6 @@ def simulate_system(program, tensors=None, inputs=None, *, config=None, depths=N
                     watchdog=2000, max_cycles=200_000, target="sim"):
     """Run ``program`` on its :class:`~stepforge.hdl.system.System` of ``target`` (``"sim"`` or
     ``"board"``: no stalls, no watchdog; ``stall`` and ``watchdog`` apply to ``"sim"`` only)."""
-    from ..compiler.ops.io import Input
-    from ..contract.values import to_value
     tensors, inputs = dict(tensors or {}), dict(inputs or {})
     hw = lower(program, config, depths=depths)
     top = System(hw, target=target)
@@ -123,7 +123,6 @@ def _find_memory(top):
 
 def first_divergence(program, hw_edges, ref_edges):
     """The first stream (in node order) whose hardware tokens differ from the interpreter's."""
-    from ..contract.values import values_equal
     for node in program.nodes:
         for s in node.outputs:
             got, want = hw_edges.get(s), ref_edges.get(s)

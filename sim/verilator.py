@@ -30,6 +30,7 @@ lint. The cache root is ``$STEPFORGE_CACHE`` (default ``~/.cache/stepforge``); b
 ``CCACHE_DIR`` is already set.
 """
 
+import argparse
 import fcntl
 import hashlib
 import importlib.metadata
@@ -43,6 +44,8 @@ import sysconfig
 import tempfile
 import time
 from pathlib import Path
+
+from amaranth.back import verilog
 
 __all__ = [
     "VerilatorError", "VerilatorLintError",
@@ -161,8 +164,6 @@ def convert(component, name="top", *, ports=None):
     str
         Verilog converted by the built-in Yosys with ``emit_src=False``.
     """
-    from amaranth.back import verilog
-
     saved = os.environ.get("AMARANTH_USE_YOSYS")
     os.environ["AMARANTH_USE_YOSYS"] = "builtin"
     try:
@@ -261,7 +262,7 @@ def build(verilog_text, toplevel, *, build_args=(), control=None, waves=False):
             sources.insert(0, _write(build_dir / f"{toplevel}.vlt", control))
         flags = list(BASE_FLAGS) + [str(a) for a in build_args]
         log = build_dir / "build.log"
-        from cocotb_tools.runner import get_runner
+        from cocotb_tools.runner import get_runner  # cocotb is a dev dependency
         runner = get_runner("verilator")
         start = time.perf_counter()
         try:
@@ -319,7 +320,7 @@ def run(build_dir, toplevel, test_module, *, test_dir, extra_env=None, seed=None
         The simulator ended without writing results (a crash, or the module failed to import).
     """
     configure_environment()
-    from cocotb_tools.runner import get_results, get_runner
+    from cocotb_tools.runner import get_results, get_runner  # cocotb is a dev dependency
 
     test_dir = Path(test_dir).resolve()
     test_dir.mkdir(parents=True, exist_ok=True)
@@ -396,8 +397,6 @@ def lint(verilog_text, *, top=None, args=(), filename=None):
 
 def main(argv=None):
     """``python -m stepforge.sim.verilator lint FILE.v ...``: lint files, print the warnings."""
-    import argparse
-
     parser = argparse.ArgumentParser(prog="python -m stepforge.sim.verilator",
                                      description=main.__doc__)
     sub = parser.add_subparsers(dest="command", required=True)

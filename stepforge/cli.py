@@ -7,9 +7,19 @@
 """
 
 import argparse
+import json
 import sys
+from pathlib import Path
 
-from .loader import load
+from .boards import BuildError, build
+from .compiler.dot import to_dot
+from .compiler.errors import StepError
+from .compiler.metrics import bind, metrics
+from .compiler.types import int8
+from .hdl.config import HardwareConfig
+from .loader import load, load_trace
+from .report import check_report, metrics_report
+from .sim.interpreter import run
 
 
 def _trace(args):
@@ -30,14 +40,11 @@ def _params(args):
 
 
 def cmd_check(args):
-    from .report import check_report, metrics_report
     pf = load(args.program)
     program = pf.build(**_params(args))
     print(check_report(program))
     trace = _trace(args)
     if trace is not None:
-        from .compiler.metrics import bind, metrics
-        from .sim.interpreter import run
         data = pf.data(program, trace=trace)
         result = run(program, tensors=data.get("tensors", {}), inputs=data.get("inputs", {}))
         print(f"\nwith trace {args.trace} ({trace.get('name', 'unnamed')}):")
@@ -46,7 +53,6 @@ def cmd_check(args):
 
 
 def cmd_graph(args):
-    from .compiler.dot import to_dot
     pf = load(args.program)
     text = to_dot(pf.build(**_params(args)))
     if args.output in (None, "-"):
@@ -61,10 +67,10 @@ def cmd_graph(args):
 def cmd_run(args):
     pf = load(args.program)
     if args.level == "ref":
-        from .runner import run_reference
+        from .runner import run_reference  # deferred: Amaranth, 0.5 s
         ok = run_reference(pf, params=_params(args), seed=args.seed, trace=_trace(args))
     else:
-        from .runner import run_hardware
+        from .runner import run_hardware  # deferred: Amaranth, 0.5 s
         ok = run_hardware(pf, params=_params(args), seed=args.seed, trace=_trace(args),
                           stall=args.stall, watchdog=args.watchdog, waves=args.waves,
                           config=_config(args))
@@ -72,17 +78,12 @@ def cmd_run(args):
 
 
 def _config(args):
-    from .hdl.config import HardwareConfig
     return {"sim": HardwareConfig.sim, "ice40": HardwareConfig.ice40_up5k,
             "ecp5": HardwareConfig.ecp5_85f}[args.config]()
 
 
 def cmd_compile(args):
-    import json
-    from pathlib import Path
-    from .compiler.dot import to_dot
-    from .report import check_report
-    from .sim.rtl import compile_program
+    from .sim.rtl import compile_program  # deferred: Amaranth, 0.5 s
     pf = load(args.program)
     program = pf.build(**_params(args))
     hw, system, text = compile_program(program, _config(args))
@@ -102,11 +103,7 @@ def cmd_compile(args):
 
 
 def cmd_build(args):
-    from pathlib import Path
-    from .boards import BuildError, build
-    from .compiler.types import int8
-    from .hdl.config import HardwareConfig
-    from .sim.rtl import compile_program
+    from .sim.rtl import compile_program  # deferred: Amaranth, 0.5 s
     pf = load(args.program)
     program = pf.build(**_params(args))
     config = (HardwareConfig.ecp5_85f() if args.device == "ecp5-85f"
@@ -171,9 +168,7 @@ def main(argv=None):
     b.add_argument("--trace", metavar="T", help="a trace (JSON) supplying parameters")
     args = parser.parse_args(argv)
     if getattr(args, "trace", None):
-        from .loader import load_trace
         args.trace_data = load_trace(args.trace)
-    from .compiler.errors import StepError
     try:
         return args.fn(args)
     except StepError as e:

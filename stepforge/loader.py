@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from .compiler.graph import Program
+import json
 
 __all__ = ["ProgramFile", "load", "load_trace"]
 
@@ -100,7 +101,6 @@ def load_trace(path):
     streams by name, replacing the generated ones), and keys of the program file's own (e.g.
     ``routing`` for ``examples/moe.py``), which its ``data(trace=...)`` reads.
     """
-    import json
     path = Path(path)
     try:
         trace = json.loads(path.read_text())

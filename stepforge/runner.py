@@ -5,7 +5,12 @@ import time
 import numpy as np
 
 from .compiler.metrics import bind, metrics
+from .compiler.types import Tile
+from .contract.tokens import is_stop, to_beats
+from .contract.values import values_equal
 from .report import metrics_report, table
+from .sim.interpreter import run
+from .sim.rtl import deadlock_report, error_report, run_rtl
 
 __all__ = ["compare", "run_reference"]
 
@@ -37,14 +42,12 @@ def compare(name, got, want):
 
 
 def _tile_shapes(program):
-    from .compiler.types import Tile
     shapes = {(s.dtype.rows, s.dtype.cols) for s in program.streams if isinstance(s.dtype, Tile)}
     return [f"{r}x{c}" for r, c in sorted(shapes, key=str)]
 
 
 def run_reference(pf, *, params=None, seed=0, trace=None, out=print):
     """Run ``pf`` on the reference interpreter, check it against its NumPy reference, report."""
-    from .sim.interpreter import run
 
     program = pf.build(**(params or {}))
     if not pf.has_data:
@@ -80,8 +83,6 @@ def run_reference(pf, *, params=None, seed=0, trace=None, out=print):
 
 
 def _tokens_equal(a, b):
-    from .contract.tokens import is_stop
-    from .contract.values import values_equal
     if len(a) != len(b):
         return False
     for x, y in zip(a, b):
@@ -102,7 +103,6 @@ def roofline(hw, ref_result):
     * compute: the busiest compute unit's beats x its initiation interval;
     * on-chip: the busiest stream: one beat per cycle per port (PMU replays, routers, shapes).
     """
-    from .contract.tokens import to_beats
     g = hw.geometry
     moved = sum(ref_result.offchip_read.values()) + sum(ref_result.offchip_written.values())
     offchip = -(-moved // g.line_bytes)
@@ -133,9 +133,6 @@ def roofline(hw, ref_result):
 def run_hardware(pf, *, params=None, seed=0, trace=None, config=None, stall=False,
                  watchdog=10_000, waves=False, out=print):
     """Compile ``pf`` to Verilog, run it in Verilator, check it bit for bit, report."""
-    from .compiler.metrics import bind, metrics
-    from .sim.interpreter import run
-    from .sim.rtl import deadlock_report, error_report, run_rtl
 
     program = pf.build(**(params or {}))
     data = pf.data(program, seed=seed, trace=trace)

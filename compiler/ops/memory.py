@@ -19,6 +19,7 @@ from ..dims import dim_eq, fmt_shape, norm_dim
 from ..errors import StepShapeError, StepTypeError
 from ..graph import Node
 from ..types import Buffer
+from .offchip import affine_range
 
 __all__ = ["Bufferize", "Streamify"]
 
@@ -183,7 +184,6 @@ class Streamify(Node):
                 or not all(_is_int(s) for s in stride) or not _is_int(offset)):
             raise self._err(StepShapeError, "buffers", f"needs one int stride per order dimension "
                             f"and an int offset ({desc})")
-        from .offchip import affine_range
         size = math.prod(buf.shape)
         lo, hi = affine_range(out_shape, stride, offset)
         if lo < 0 or hi >= size:
