@@ -188,12 +188,13 @@ DIVIDE_BITS_PER_CUT = {None: 2, "ecp5": 2, "ice40": 1}
 
 def lane_depth(op, bits, family=None):
     """Pipeline cuts of a pipelined ALU (0: not pipelined): ``div`` one for the magnitudes and
-    one per :data:`DIVIDE_BITS_PER_CUT` quotient bits, the fixed-point ALUs three (the operand;
-    the segment's ROM entry and fraction, at the multiplier's inputs; the product)."""
+    one per :data:`DIVIDE_BITS_PER_CUT` quotient bits, the fixed-point ALUs four (the operand;
+    the segment's ROM entry and fraction, at the multiplier's inputs; the product; the
+    interpolated value before rounding and clamping)."""
     if op == "div":
         return 1 + ceil_div(bits, DIVIDE_BITS_PER_CUT[family])
     if op in fixedpoint.NAMES:
-        return 3
+        return 4
     return 0
 
 
@@ -269,9 +270,10 @@ def _round_shift(m, v, s_minus_1, width, name):
 def fixed_point_alu(m, op, dtype, x, rom, *, name, stage=None):
     """One lane of the fixed-point ``exp``/``silu``/``rsqrt`` (``sim/fixedpoint.py``, bit exact).
 
-    With ``stage`` (a :class:`Stager`) the lane is three pipeline cuts long: the operand is
+    With ``stage`` (a :class:`Stager`) the lane is four pipeline cuts long: the operand is
     registered, then the segment's ROM entry and the fraction (the multiplier's inputs) with what
-    the rest needs, then the product.
+    the rest needs, then the product, then the interpolated value (before the rounding shift and
+    the clamp).
 
     Parameters
     ----------
@@ -312,6 +314,14 @@ def fixed_point_alu(m, op, dtype, x, rom, *, name, stage=None):
             stage.next()
         return values, prod
 
+    def cut(*values):
+        """The values through the fourth cut (after the segment's interpolation)."""
+        if stage is None:
+            return values
+        values = tuple(stage(v, f"v{k}") for k, v in enumerate(values))
+        stage.next()
+        return values
+
     if stage is not None:
         x = stage(x, "x")
         stage.next()
@@ -321,7 +331,6 @@ def fixed_point_alu(m, op, dtype, x, rom, *, name, stage=None):
         t = Signal(signed(B + s.log2e.bit_length() + 1), name=f"{p}_t")
         n0 = Signal(signed(len(t) - Sr), name=f"{p}_n")
         f0 = Signal(FB, name=f"{p}_f")
-        y = Signal(signed(P + 3), name=f"{p}_y")
         shm1 = Signal(range(P + 2), name=f"{p}_shm1")  # the rounding shift minus one
         m.d.comb += [
             t.eq(x * s.log2e),
@@ -330,7 +339,9 @@ def fixed_point_alu(m, op, dtype, x, rom, *, name, stage=None):
             f0.eq(t[Sr - K - FB:Sr - K]),
         ]
         (n, base), prod = with_product((n0, rom.data.base), rom.data.delta, f0)
+        y = Signal(signed(P + 3), name=f"{p}_y")
         m.d.comb += y.eq(base + (prod >> FB))
+        y, n = cut(y, n)
         with m.If(n < -F - 2):
             m.d.comb += shm1.eq(P + 1)
         with m.Elif(n >= B - 1 - F):
@@ -354,9 +365,10 @@ def fixed_point_alu(m, op, dtype, x, rom, *, name, stage=None):
             rom.addr.eq(a0[S:S + K]),
         ]
         (a, neg, base), prod = with_product((a0, x < 0, rom.data.base), rom.data.delta, a0[:S])
+        m.d.comb += g_ext.eq(base + (prod >> S))
+        g_ext, a, neg = cut(g_ext, a, neg)
         inside = a < (1 << (S + K))
         m.d.comb += [
-            g_ext.eq(base + (prod >> S)),
             g.eq(Mux(inside, _round_shift(m, g_ext, G - 1, len(g_ext), p), a)),
             res.eq(Mux(neg, g - a, g)),
         ]
@@ -378,8 +390,9 @@ def fixed_point_alu(m, op, dtype, x, rom, *, name, stage=None):
             f.eq(u[:W]),
         ]
         (e1, pos, base), prod = with_product((e, x > 0, rom.data.base), rom.data.delta, f)
+        m.d.comb += y.eq(base + (prod >> W))
+        y, e1, pos = cut(y, e1, pos)
         m.d.comb += [
-            y.eq(base + (prod >> W)),
             shm1.eq((P - F - F // 2 - 1) + (e1 >> 1)),
             res.eq(Mux(pos, _round_shift(m, y, shm1, P + 3, p), s.max)),
         ]
