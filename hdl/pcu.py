@@ -77,10 +77,27 @@ class PCU(wiring.Component):
     single primitive, ``ceil(elements / lanes)`` (elementwise), ``ceil(rows / lanes) * cols``
     (row_sum, row_max), ``ceil(M*K*N / multipliers)`` (matmul, mac) or 1 (retile_row,
     retile_col, and functions without arithmetic). Input beats are read in place and taken in a
-    sequence's last step while the result moves to the output register, so a fully fed PCU takes
-    a new data beat every ``ii`` cycles and a stop-only beat every cycle; the first result
-    appears ``ii`` cycles after its beat arrives. ``out.valid`` comes from a register (no path
-    from ``out.ready``); the inputs' ``ready`` depends on their ``valid`` and on ``out.ready``.
+    sequence's last step, so a fully fed PCU takes a new data beat every ``ii`` cycles and a
+    stop-only beat every cycle.
+
+    **Pipelines.** A primitive may be pipelined (:mod:`stepforge.hdl.tile_ops`): ``matmul`` and
+    ``mac`` (registered operands and products, i.e. DSP blocks, registered adder-tree levels,
+    the running sum the only adder in its loop), ``mul``, ``div`` and the fixed-point ALUs. A
+    pipelined primitive writes a step's result ``latency`` cycles after issuing it, and the
+    primitives after it issue their steps that much later; beats overlap, so ``ii`` stays. Each
+    primitive is pipelined only where every read still sees its beat's value (a register before
+    the next beat overwrites it, an input port before the beat is taken, the accumulator after
+    the previous beat's update); elementwise primitives read the input ports at the sequencer's
+    step and carry the values along. The result reaches the output register :attr:`latency`
+    cycles after the beat's last step: the first result appears ``ii + latency`` cycles after
+    its beat arrives, N beats take ``(N - 1) * ii + 2 + latency`` cycles. ``acc + a @ w`` whose
+    accumulator is used only there adds into the accumulator registers themselves (held once).
+    When the output register is full and the output stage has a result, the whole pipeline
+    waits (one enable). ``out.valid`` comes from a register (no path from ``out.ready``); the
+    inputs' ``ready`` depends on their ``valid`` and on ``out.ready``. ``family`` shapes the
+    datapath for a device (below); elaborated for a platform whose ``family`` is ``"ecp5"`` the
+    multipliers are ``MULT18X18D`` with their registers inside
+    (:func:`~stepforge.hdl.tile_ops.dsp_family`), with the same cycles.
 
     **Dynamic rows.** Input tiles may have a dynamic (bounded) row count when the function is
     *row-independent*: every value with dynamic rows has the inputs' one row count (inputs with
@@ -117,9 +134,9 @@ class PCU(wiring.Component):
     ``STOP_MISMATCH`` (dynamic row counts that differ: ``ROW_MISMATCH``); the unit then stops (no
     input is taken, no output is produced).
 
-    Integer arithmetic is bit-exact with :mod:`stepforge.sim.arith` (wrapping, int32 matmul
+    Integer arithmetic is bit-exact with :mod:`stepforge.contract.arith` (wrapping, int32 matmul
     sums, truncating division, the fixed-point ``exp``/``silu``/``rsqrt`` of
-    :mod:`stepforge.sim.fixedpoint`).
+    :mod:`stepforge.contract.fixedpoint`).
 
     Parameters
     ----------
@@ -161,13 +178,17 @@ class PCU(wiring.Component):
     out : ``Out(beat_signature(out_type, rank - b if mode == "accum" else rank))``
         Output beats.
     status : ``Out(StatusSignature)``
-        ``busy`` while an input is offered or a result waits; raises ``STOP_MISMATCH``,
-        ``ROW_MISMATCH`` and ``OVER_BOUND``.
+        ``busy`` while an input is offered or a result is in the pipeline or waits;
+        ``stall_in`` while an input has no beat, until the stream's last beat is taken; raises
+        ``STOP_MISMATCH``, ``ROW_MISMATCH`` and ``OVER_BOUND``.
 
     Attributes
     ----------
     ii : int
         Cycles per data beat when fully fed (with dynamic rows: at the bound).
+    latency : int
+        Pipeline cycles between a beat's last step and its result in the output register (0:
+        the next cycle, as without pipelines).
     dyn_rows : sympy.Expr or None
         The inputs' dynamic row count.
     dyn_bound : int or None

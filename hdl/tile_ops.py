@@ -5,14 +5,19 @@ primitive node of its expression graph (:class:`~stepforge.hdl.pcu.PCU` schedule
 node owns an output register of its tile and computes it over a fixed number of *steps* (clock
 cycles), reusing a few arithmetic units:
 
-====================================  ===============================  ===========================
-node                                  units                            steps
-====================================  ===============================  ===========================
-elementwise (add sub mul div maximum  ``lanes`` ALUs                   ``ceil(elements / lanes)``
-exp silu rsqrt cast)
-``row_sum`` ``row_max`` ``[R, C]``    ``lanes`` ALUs, one row each     ``ceil(R / lanes) * C``
-``matmul`` ``mac`` ``[M,K] @ [K,N]``  ``multipliers`` multipliers      ``ceil(M*K*N / multipliers)``
-====================================  ===============================  ===========================
+====================================  ===============================  ===========================  ==========================
+node                                  units                            steps                        pipelined depth
+====================================  ===============================  ===========================  ==========================
+elementwise (add sub mul div maximum  ``lanes`` ALUs                   ``ceil(elements / lanes)``   ``mul`` 2 (iCE40 3), ``div``
+exp silu rsqrt cast)                                                                                ``1 + bits/2`` (iCE40
+                                                                                                    ``1 + bits``), exp silu
+                                                                                                    rsqrt 4, others 0
+``row_sum`` ``row_max`` ``[R, C]``    ``lanes`` ALUs, one row each     ``ceil(R / lanes) * C``      0
+``matmul`` ``mac`` ``[M,K] @ [K,N]``  ``multipliers`` multipliers      ``ceil(M*K*N / multipliers)``  ``2 + ceil(log2(terms))``
+                                                                                                    (+1 products into a sum
+                                                                                                    on an FPGA family, iCE40
+                                                                                                    +1 operands, +1 split sum)
+====================================  ===============================  ===========================  ==========================
 
 In step ``c`` of an elementwise node, lane ``l`` computes element ``c * lanes + l`` (row-major).
 A row reduction's lane ``l`` folds row ``g * lanes + l`` one column per step, left to right. A
@@ -21,12 +26,30 @@ sequence ordered ``k`` slowest (``p = k * M * N + i * N + j``), or ``i`` slowest
 a dynamic row count (``p = i * K * N + k * N + j``); the products of a step are added to their
 outputs' running sums. A node over dynamic rows is built for the bound and needs only the first
 :meth:`~_Node.steps_for` ``(rows)`` steps (the PCU skips the rest). Every arithmetic unit wraps like the reference
-(:mod:`stepforge.sim.arith`): integer sums are modular, so the hardware's order of additions
+(:mod:`stepforge.contract.arith`): integer sums are modular, so the hardware's order of additions
 gives the same bits as the reference's sequential order.
 
+**Pipelining.** A node is issued its steps (:class:`Issue`: the step, whether it is issued,
+whether the beat has data, the pipeline's enable) and, with ``latency`` ``d > 0`` (its
+:attr:`~_Node.depth`, chosen by the PCU), writes each step ``d`` pipeline moves later: operands
+are registered at the issue, results at the cuts, and every register moves with the one enable
+(the PCU's, low while the output waits). Multipliers are :func:`pipelined_product` (a DSP
+block's input and output registers; ``MULT18X18D`` instances for an ECP5 platform,
+:func:`dsp_family`). A matmul sums the products of an output by a registered adder tree
+(``terms``: the most products one output gets in a step) into a running sum whose register is
+the only adder in its loop; an output's first step of a beat starts it from the fused operand or
+0 (decided by a register of its own, a stage ahead). A ``mac`` that is the PCU's whole
+accumulator adds into it and restarts it itself after a resetting beat (one enable, one reset
+per register, no multiplexer in the loop); stop-only beats add zero products, so the running
+sum's ``nxt`` is the accumulator at every beat's output stage. With ``family="ice40"`` the
+32-bit running sums are two 16-bit halves a stage apart (carry registered) and operands and
+products pass a fabric register next to the ``SB_MAC16``. Elementwise nodes issued after a
+pipelined node read their input-port operands at the sequencer's step and carry them through a
+register per lane and move.
+
 The fixed-point ``exp``, ``silu`` and ``rsqrt`` ALUs (:func:`fixed_point_alu`) follow the
-integer sequences of :mod:`stepforge.sim.fixedpoint` step for step and read their breakpoints
-from :func:`~stepforge.sim.fixedpoint.spec`, held in a ROM (:class:`amaranth.lib.memory.Memory`
+integer sequences of :mod:`stepforge.contract.fixedpoint` step for step and read their breakpoints
+from :func:`~stepforge.contract.fixedpoint.spec`, held in a ROM (:class:`amaranth.lib.memory.Memory`
 with one combinational read port per lane) of ``(base, delta)`` pairs, one per segment.
 """
 
@@ -134,7 +157,7 @@ def lane_op(m, op, attrs, in_dtype, out_dtype, operands, *, rom=None, name, stag
     Returns
     -------
     amaranth.hdl.Value
-        ``signed(out_dtype.bits)``, the reference's bits (:mod:`stepforge.sim.arith`).
+        ``signed(out_dtype.bits)``, the reference's bits (:mod:`stepforge.contract.arith`).
     """
     bits = out_dtype.bits
     if op == "add":
@@ -232,7 +255,7 @@ def _divide(m, a, b, bits, name):
 # -- fixed-point nonlinear ALUs ------------------------------------------------------------------
 
 def _segments(s):
-    """``(base, delta)`` of every segment of a :class:`~stepforge.sim.fixedpoint.QSpec` table,
+    """``(base, delta)`` of every segment of a :class:`~stepforge.contract.fixedpoint.QSpec` table,
     in the order the ALU indexes them (``rsqrt``: the odd-exponent half after the even one)."""
     t, k = s.table, s.index_bits
     halves = 2 if s.name == "rsqrt" else 1
@@ -268,7 +291,7 @@ def _round_shift(m, v, s_minus_1, width, name):
 
 
 def fixed_point_alu(m, op, dtype, x, rom, *, name, stage=None):
-    """One lane of the fixed-point ``exp``/``silu``/``rsqrt`` (``sim/fixedpoint.py``, bit exact).
+    """One lane of the fixed-point ``exp``/``silu``/``rsqrt`` (``contract/fixedpoint.py``, bit exact).
 
     With ``stage`` (a :class:`Stager`) the lane is four pipeline cuts long: the operand is
     registered, then the segment's ROM entry and the fraction (the multiplier's inputs) with what
