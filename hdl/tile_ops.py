@@ -5,19 +5,14 @@ primitive node of its expression graph (:class:`~stepforge.hdl.pcu.PCU` schedule
 node owns an output register of its tile and computes it over a fixed number of *steps* (clock
 cycles), reusing a few arithmetic units:
 
-====================================  ===============================  ===========================  ==========================
-node                                  units                            steps                        pipelined depth
-====================================  ===============================  ===========================  ==========================
-elementwise (add sub mul div maximum  ``lanes`` ALUs                   ``ceil(elements / lanes)``   ``mul`` 2 (iCE40 3), ``div``
-exp silu rsqrt cast)                                                                                ``1 + bits/2`` (iCE40
-                                                                                                    ``1 + bits``), exp silu
-                                                                                                    rsqrt 4, others 0
-``row_sum`` ``row_max`` ``[R, C]``    ``lanes`` ALUs, one row each     ``ceil(R / lanes) * C``      0
-``matmul`` ``mac`` ``[M,K] @ [K,N]``  ``multipliers`` multipliers      ``ceil(M*K*N / multipliers)``  ``2 + ceil(log2(terms))``
-                                                                                                    (+1 products into a sum
-                                                                                                    on an FPGA family, iCE40
-                                                                                                    +1 operands, +1 split sum)
-====================================  ===============================  ===========================  ==========================
+====================================  ===============================  ===========================
+node                                  units                            steps
+====================================  ===============================  ===========================
+elementwise (add sub mul div maximum  ``lanes`` ALUs                   ``ceil(elements / lanes)``
+exp silu rsqrt cast)
+``row_sum`` ``row_max`` ``[R, C]``    ``lanes`` ALUs, one row each     ``ceil(R / lanes) * C``
+``matmul`` ``mac`` ``[M,K] @ [K,N]``  ``multipliers`` multipliers      ``ceil(M*K*N / multipliers)``
+====================================  ===============================  ===========================
 
 In step ``c`` of an elementwise node, lane ``l`` computes element ``c * lanes + l`` (row-major).
 A row reduction's lane ``l`` folds row ``g * lanes + l`` one column per step, left to right. A
@@ -51,10 +46,15 @@ The fixed-point ``exp``, ``silu`` and ``rsqrt`` ALUs (:func:`fixed_point_alu`) f
 integer sequences of :mod:`stepforge.contract.fixedpoint` step for step and read their breakpoints
 from :func:`~stepforge.contract.fixedpoint.spec`, held in a ROM (:class:`amaranth.lib.memory.Memory`
 with one combinational read port per lane) of ``(base, delta)`` pairs, one per segment.
+
+Pipelined depths (:attr:`_Node.depth`): ``matmul``/``mac`` ``2 + ceil(log2(terms))``, plus one
+where products go straight into the running sums on an FPGA family, and on the iCE40 one for the
+fabric operand registers and one for the split sum; ``mul`` 2 (iCE40 3); ``div``
+``1 + ceil(bits / 2)`` (iCE40 ``1 + bits``); ``exp``/``silu``/``rsqrt`` 4; the others 0.
 """
 
-from amaranth.hdl import (Cat, ClockSignal, Const, Instance, Mux, ResetSignal, Signal, Value, signed,
-                          unsigned)
+from amaranth.hdl import (Cat, ClockSignal, Const, Instance, Mux, ResetSignal, Signal, Value,
+                          signed, unsigned)
 from amaranth.lib import data
 from amaranth.lib.memory import Memory
 
@@ -982,8 +982,8 @@ class MatmulNode(_Node):
             at = issue
         terms = self._terms(m, at, prod, pw)
         for level in range(self.levels):
-            terms = {o: self._tree_level(m, ts, W, f"{self.name}_o{o}_t{level}", piped, issue.enable)
-                     for o, ts in terms.items()}
+            terms = {o: self._tree_level(m, ts, W, f"{self.name}_o{o}_t{level}", piped,
+                                         issue.enable) for o, ts in terms.items()}
         if h is None:
             self._sum(m, stages, terms, acc, acc_init, keep_reg)
         else:
