@@ -14,9 +14,9 @@ def test_presets():
         fifo_depth=2, mem_channels=4, mem_bytes_per_channel=16, mem_latency=4,
         clock_hz=100_000_000)
     ice = HardwareConfig.ice40_up5k()
-    # 4x4 tiles keep the 8 MAC16 busy; four 2-byte lanes are the four SPRAMs
+    # 2x2 tiles (a GEMM beat is 8 products for the 8 MAC16); four 2-byte lanes, four SPRAMs
     assert (ice.tile_rows, ice.tile_cols, ice.dtype, ice.pcu_multipliers, ice.mem_channels,
-            ice.mem_bytes_per_channel, ice.mem_latency, ice.family) == (4, 4, int16, 8, 4, 2, 4,
+            ice.mem_bytes_per_channel, ice.mem_latency, ice.family) == (2, 2, int16, 8, 4, 2, 4,
                                                                          "ice40")
     assert HardwareConfig.ice40_up5k(int8).dtype == int8
     ecp5 = HardwareConfig.ecp5_85f()

