@@ -297,39 +297,6 @@ class PCU(wiring.Component):
         members["status"] = Out(StatusSignature)
         super().__init__(members, src_loc_at=src_loc_at + 1)
 
-    @classmethod
-    def for_node(cls, node, config, *, row_bound=None):
-        """The PCU of a Map, Accum or Scan graph node on the machine ``config``.
-
-        Parameters
-        ----------
-        node : Map, Accum or Scan
-        config : stepforge.hdl.config.HardwareConfig
-            Supplies ``pcu_lanes`` and ``pcu_multipliers``.
-        row_bound : int or Mapping, optional
-            Default: the program's bounds of the symbols of every dynamic row count.
-        """
-        from ..compiler.ops.compute import Accum, Map, Scan  # TODO(issue 13): moved, pcu_for_node
-        if row_bound is None:
-            row_bound = {}
-            sym = node.program.symbols
-            for s in list(node.inputs) + list(node.outputs):
-                for t in (s.dtype.elems if isinstance(s.dtype, Tuple) else (s.dtype,)):
-                    if isinstance(t, Tile) and not isinstance(t.rows, int):
-                        row_bound[t.rows] = sym.bound(t.rows)
-        types = [s.dtype for s in node.inputs]
-        rank = node.inputs[0].rank
-        kw = dict(lanes=config.pcu_lanes, multipliers=config.pcu_multipliers,
-                  family=config.family, row_bound=row_bound,
-                  src_loc_at=1)  # an unused unit is reported at the caller
-        if isinstance(node, Map):
-            return cls(node.fn, types, rank, **kw)
-        if isinstance(node, (Accum, Scan)):
-            mode = "accum" if isinstance(node, Accum) else "scan"
-            out = node.outputs[0].dtype if node.fn.accum is not None else None
-            return cls(node.fn, types, rank, mode=mode, init=node.init, b=node.b, out_type=out, **kw)
-        raise TypeError(f"a PCU implements Map, Accum and Scan nodes, not {node!r}")
-
     def __repr__(self):
         extra = ""
         if self.mode != "map":
