@@ -420,5 +420,6 @@ def test_up5k_build_through_the_cli_fits_and_meets_25_mhz(tmp_path, capsys):
     assert saved["met"] is True, printed
     assert saved["pins"]["mode"] == "wrapped" and saved["pins"]["used"] == 4
     assert all(r["used"] <= r["capacity"] for r in saved["resources"].values())
-    assert saved["resources"]["EBR"]["used"] >= 1
+    memory = saved["units"]["memory"]
+    assert memory["EBR"] + memory["SPRAM"] >= 1, memory          # the memory is in block RAM
     assert (out / "top.v").exists() and (out / "top.bin").stat().st_size > 100_000
