@@ -3,9 +3,10 @@ small design per device through synthesis, place and route (slow).
 
 The small design is a tensor copy (``LinearOffChipLoad -> LinearOffChipStore`` of an 8x8 tensor)
 compiled for the board target: the memory, a load unit, a FIFO, a store unit and the CSRs,
-about 1,700 LUT4 on the ECP5 and 1,900 logic cells on the UP5K. One seed each; about 60 s on
-the ECP5 and 40 s on the UP5K on an idle core (the first YoWASP run of a machine also compiles
-its WebAssembly, about 30 s per tool, cached in ~/.cache/YoWASP).
+about 1,700 LUT4 on the ECP5 and 1,900 logic cells on the UP5K. One seed each: 23 s on the
+ECP5 and 14 s on the UP5K on an idle two-core machine, 60 s and 40 s beside other jobs (the
+first YoWASP run of a machine also compiles its WebAssembly, about 30 s per tool, cached in
+~/.cache/YoWASP).
 """
 
 import json
