@@ -59,6 +59,7 @@ from stepforge.compiler import functions as F  # noqa: E402
 from stepforge.compiler.types import Tile, int8, int16, int32  # noqa: E402
 from stepforge.hdl.config import HardwareConfig  # noqa: E402
 from stepforge.hdl.pcu import PCU  # noqa: E402
+from stepforge.hdl.platform import FamilyPlatform  # noqa: E402
 from stepforge.sim.verilator import convert  # noqa: E402
 from units import count_resources  # noqa: E402
 
@@ -202,13 +203,13 @@ def place(target, work, seed):
 def measure(kind, target, seeds, *, platform=False, paths=False, tile=None):
     """Synthesis counts and Fmax over ``seeds`` of one PCU on one target."""
     unit = build_pcu(kind, target, tile)
-    plat = _Platform(target) if platform else None
+    plat = FamilyPlatform(target) if platform else None
     with tempfile.TemporaryDirectory(prefix="stepforge-pcu-") as tmp:
         work = Path(tmp)
         t0 = time.perf_counter()
-        res, cells = synthesize(_convert(unit, plat), target, work)
+        res, cells = synthesize(convert(unit, "top", platform=plat), target, work)
         wrapped = Registered(build_pcu(kind, target, tile))
-        synthesize(_convert(wrapped, plat), target, work, json_out="top.json")
+        synthesize(convert(wrapped, "top", platform=plat), target, work, json_out="top.json")
         fmax, crit = [], []
         for s in seeds:
             f, p = place(target, work, s)
@@ -217,28 +218,6 @@ def measure(kind, target, seeds, *, platform=False, paths=False, tile=None):
         seconds = time.perf_counter() - t0
     return {"unit": unit, "res": res, "cells": cells, "fmax": fmax, "paths": crit if paths else [],
             "seconds": seconds}
-
-
-class _Platform:
-    """The least an elaboration needs to know of the device: its family."""
-
-    def __init__(self, family):
-        self.family = family
-
-
-def _convert(component, platform):
-    if platform is None:
-        return convert(component, "top")
-    from amaranth.back import verilog  # only with --platform: convert() has no platform argument
-    saved = os.environ.get("AMARANTH_USE_YOSYS")
-    os.environ["AMARANTH_USE_YOSYS"] = "builtin"
-    try:
-        return verilog.convert(component, name="top", platform=platform, emit_src=False)
-    finally:
-        if saved is None:
-            del os.environ["AMARANTH_USE_YOSYS"]
-        else:
-            os.environ["AMARANTH_USE_YOSYS"] = saved
 
 
 def _summary(path):
