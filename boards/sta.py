@@ -140,10 +140,13 @@ class Timing:
 
 def analyse(cells, wires):
     """Time a routed design (:func:`read_sdf`'s result); see the module docstring."""
-    constant = set()
+    # a cell is clocked by a constant when every clock port it has wired is a constant (an ECP5
+    # MULT18X18D clocked on CLK0 ties CLK1..CLK3 to ground: it is clocked)
+    tied, clocked = set(), set()
     for (src, _), (dst, port), _ in wires:
-        if port in _CLOCK_PORTS and ("$PACKER_GND" in src or "$PACKER_VCC" in src):
-            constant.add(dst)
+        if port in _CLOCK_PORTS:
+            (tied if "$PACKER_GND" in src or "$PACKER_VCC" in src else clocked).add(dst)
+    constant = tied - clocked
     succ, indeg, arrival, pred, launch = {}, {}, {}, {}, {}
 
     def edge(a, b, d):
