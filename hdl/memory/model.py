@@ -1,6 +1,6 @@
 """The memory: banked lanes behind a pipelined arbiter, one line per cycle (package doc)."""
 
-from amaranth.hdl import Array, MemoryData, Module, Mux, Signal, Value, unsigned
+from amaranth.hdl import Array, MemoryData, Module, Mux, Signal, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -25,6 +25,13 @@ def _pick(values, index):
     values = list(values)
     values += [values[-1]] * ((1 << len(index)) - len(values))
     return Array(values)[index]
+
+
+def _register(m, values, prefix):
+    """Registers holding ``values`` (a dict of values or views) one cycle later, by name."""
+    out = {name: Signal(v.shape(), name=f"{prefix}_{name}") for name, v in values.items()}
+    m.d.sync += [out[name].eq(v) for name, v in values.items()]
+    return out
 
 
 class MemoryModel(wiring.Component):
@@ -236,11 +243,7 @@ class MemoryModel(wiring.Component):
                 "last": s_line.last, "sel": s_line.sel, "word_re": s_dbg_re,
                 "word_lane": s_dbg_lane}
         for k in range(self.organization.latency):
-            nxt = {name: Signal(Value.cast(v).shape() if name != "sel" else
-                                line_layout.members["sel"], name=f"m{k}_{name}")
-                   for name, v in meta.items()}
-            m.d.sync += [nxt[name].eq(v) for name, v in meta.items()]
-            meta = nxt
+            meta = _register(m, meta, f"m{k}")
         m_valid, m_client, m_count, m_last = (meta[k] for k in ("valid", "client", "count", "last"))
         m_sel, m_dbg_re, m_dbg_lane = meta["sel"], meta["word_re"], meta["word_lane"]
         gathered = Signal(g.line_layout, name="m_line")
@@ -251,15 +254,10 @@ class MemoryModel(wiring.Component):
         m_word = Signal(g.word_bits, name="m_word")
         m.d.comb += m_word.eq(_pick(rdata, m_dbg_lane))
 
-        def stage(k, src):
-            out = {name: Signal(v.shape(), name=f"r{k}_{name}") for name, v in src.items()}
-            m.d.sync += [out[name].eq(v) for name, v in src.items()]
-            return out
-
-        r = stage(0, {"valid": m_valid, "client": m_client, "count": m_count, "last": m_last,
-                      "line": gathered, "word_re": m_dbg_re, "word": m_word})
+        r = _register(m, {"valid": m_valid, "client": m_client, "count": m_count, "last": m_last,
+                          "line": gathered, "word_re": m_dbg_re, "word": m_word}, "r0")
         for k in range(1, g.latency - self.pipeline_latency + 1):
-            r = stage(k, r)
+            r = _register(m, r, f"r{k}")
         for c, port in enumerate(self.read):
             m.d.comb += [port.resp.valid.eq(r["valid"] & (r["client"] == c)),
                          port.resp.count.eq(r["count"]), port.resp.last.eq(r["last"]),
