@@ -26,7 +26,7 @@ about a quarter of the cycles and the memory grants nothing in about a quarter o
 a free-running LFSR. Refusing ``ready`` is always legal, so the program's results must not change.
 """
 
-from amaranth.hdl import Cat, Module, ResetInserter, Signal
+from amaranth.hdl import Cat, Module, Mux, ResetInserter, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -163,8 +163,7 @@ class System(wiring.Component):
         for (u, p), port in zip(writes, mem.write if writes else []):
             _connect_memory(m, getattr(u.component, p), port, started)
 
-        progress = Signal(name="progress")
-        moves = []
+        moves = []      # a beat or a memory line moved: the watchdog's progress
         fifos = []
         for e in hw.edges:
             # deep FIFOs (sized for reconvergent forks) go to block RAM; SyncFIFOBuffered keeps one
@@ -186,11 +185,6 @@ class System(wiring.Component):
             ]
             wiring.connect(m, fifo.o, dst)
             moves += [src.valid & src.ready, fifo.o.valid & fifo.o.ready]
-        if sim:
-            bytes_prev = Signal(48, name="bytes_prev")
-            m.d.sync += bytes_prev.eq(mem.bytes_read + mem.bytes_written)
-            moves.append(bytes_prev != mem.bytes_read + mem.bytes_written)
-            m.d.comb += progress.eq(Cat(*moves).any())
 
         sinks = [comps[u.name].done for u in hw.units if u.sink]
         all_done = Signal(name="all_sinks_done")
@@ -200,16 +194,20 @@ class System(wiring.Component):
         m.d.comb += any_error.eq(Cat(*[u.component.status.error for u in owners]).any())
         error_unit = Signal(16, name="error_unit")
         error_code = Signal(8, name="error_code")
-        idle = Signal(32, name="idle_cycles")
         cycles = Signal(32, name="cycles")
+        if sim:
+            # the watchdog: cycles of the run without progress
+            bytes_prev = Signal(48, name="bytes_prev")
+            progress = Signal(name="progress")
+            idle = Signal(32, name="idle_cycles")
+            m.d.sync += bytes_prev.eq(mem.bytes_read + mem.bytes_written)
+            m.d.comb += progress.eq(Cat(*moves, bytes_prev != mem.bytes_read + mem.bytes_written)
+                                    .any())
+            with m.If(running):
+                m.d.sync += idle.eq(Mux(progress, 0, idle + 1))
 
         with m.If(running):
             m.d.sync += cycles.eq(cycles + 1)
-            if sim:
-                with m.If(progress):
-                    m.d.sync += idle.eq(0)
-                with m.Else():
-                    m.d.sync += idle.eq(idle + 1)
             with m.If(any_error):
                 m.d.sync += [error.eq(1), running.eq(0)]
                 for u in reversed(owners):   # the lowest unit id wins among simultaneous errors
