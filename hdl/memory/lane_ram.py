@@ -31,7 +31,6 @@ class LaneOrganization:
     slice: int
     rows: int
     banks: int
-    blocks: int
 
     @property
     def latency(self):
@@ -54,9 +53,9 @@ def organize(family, width, depth):
             cost = (-(-width // bits) * banks, banks)
             if best is None or cost < best[0]:
                 best = (cost, LaneOrganization(bits, min(rows, depth) if banks == 1 else rows,
-                                               banks, cost[0]))
+                                               banks))
         return best[1]
-    return LaneOrganization(width, depth, 1, 1)
+    return LaneOrganization(width, depth, 1)
 
 
 def lane_ram_verilog(zero_init=True, family=None):
