@@ -23,7 +23,7 @@ from pathlib import Path
 
 from stepforge.loader import load
 from stepforge.runner import roofline
-from stepforge.sim.interpreter import run
+from stepforge.sim.ref.interpreter import run
 from stepforge.sim.rtl import compile_program, run_rtl
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from stepforge.contract.tokens import to_beats
 from stepforge.loader import load
-from stepforge.sim.interpreter import run
+from stepforge.sim.ref.interpreter import run
 
 
 def main():

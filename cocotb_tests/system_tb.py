@@ -1,6 +1,6 @@
 """The generic cocotb testbench of a compiled program (a :class:`~stepforge.hdl.system.System`).
 
-The toplevel is the System in its simulation shell (:mod:`stepforge.sim.shell`): the shell makes
+The toplevel is the System in its simulation shell (:mod:`stepforge.sim.rtl.shell`): the shell makes
 the clock, and every input the testbench writes reaches the System ``input_latency`` rising edges
 late. Driven entirely by a job file (JSON, path in ``STEPFORGE_JOB``) written by
 :mod:`stepforge.sim.rtl`::

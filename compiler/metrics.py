@@ -2,7 +2,7 @@
 
 Each node reports its own off-chip traffic, on-chip memory and FLOPs as SymPy expressions of the
 program's symbols; :func:`metrics` sums them. A *trace* maps symbols to observed values (the
-reference interpreter produces one: :attr:`stepforge.sim.interpreter.Result.trace`, or a user
+reference interpreter produces one: :attr:`stepforge.sim.ref.interpreter.Result.trace`, or a user
 supplies one as JSON); :func:`bind` turns it into a substitution:
 
 * a dynamic-regular symbol must have one value everywhere (a trace that disagrees is an error);

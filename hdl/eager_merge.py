@@ -36,7 +36,7 @@ class EagerMergeUnit(wiring.Component):
     Cost: ``data``'s payload is an ``n``-to-1 AND-OR multiplexer over the one-hot grant, about
     ``n - 1`` LUT4 per payload bit; the arbiter is a few ``n``-bit operations.
 
-    The output order depends on timing; :func:`stepforge.sim.eager.check_eager_merge` checks
+    The output order depends on timing; :func:`stepforge.sim.ref.eager.check_eager_merge` checks
     that the chunks ``select`` attributes to every input are that input's chunks, in order.
 
     Run-time faults (sticky ``status.error``; the unit stops moving beats), detected on the beat

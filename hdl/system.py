@@ -9,7 +9,7 @@ latched), or when the watchdog sees no beat move on any FIFO and no memory line 
 describe it: total cycles, per-unit busy / input-stalled / output-stalled cycles, per-FIFO
 high-water marks and levels, off-chip bytes, beats written per output stream.
 
-With a ``library`` (:class:`~stepforge.sim.separate.UnitLibrary`, the Verilog flow) every unit,
+With a ``library`` (:class:`~stepforge.sim.rtl.separate.UnitLibrary`, the Verilog flow) every unit,
 FIFO and the memory become instances of separately compiled, cached Verilog modules and only the
 top's own logic is converted with it; without one (Amaranth's simulator) they are submodules.
 
@@ -50,7 +50,7 @@ class System(wiring.Component):
         The memory's storage (:class:`~stepforge.hdl.memory.MemoryModel`): ``"verilog"`` for
         Verilator builds (append :data:`~stepforge.hdl.memory.LANE_RAM_VERILOG` to the Verilog),
         ``"amaranth"`` for Amaranth's simulator.
-    library : stepforge.sim.separate.UnitLibrary, optional
+    library : stepforge.sim.rtl.separate.UnitLibrary, optional
         Instantiate the units, FIFOs and memory as the library's separately compiled modules
         (their components are elaborated by the library) instead of as submodules.
     target : {"sim", "board"}, default "sim"

@@ -21,7 +21,7 @@ _HOME = {
     **dict.fromkeys(['Broadcast', 'EagerMerge', 'Parallelize', 'Partition', 'Reassemble'], '.compiler.ops.routing'),
     **dict.fromkeys(['Expand', 'Flatten', 'Promote', 'RepeatStatic', 'Reshape', 'Zip'], '.compiler.ops.shape'),
     **dict.fromkeys(['Bool', 'Buffer', 'Index', 'Select', 'Tile', 'Tuple', 'bf16', 'fp32', 'int8', 'int16', 'int32'], '.compiler.types'),
-    **dict.fromkeys(['run'], '.sim.interpreter'),
+    **dict.fromkeys(['run'], '.sim.ref.interpreter'),
 }
 
 __all__ = [

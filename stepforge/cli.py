@@ -19,7 +19,7 @@ from .compiler.types import int8
 from .hdl.config import HardwareConfig
 from .loader import load, load_trace
 from .report import check_report, metrics_report
-from .sim.interpreter import run
+from .sim.ref.interpreter import run
 
 
 def _trace(args):

@@ -9,7 +9,7 @@ from .compiler.types import Tile
 from .contract.tokens import is_stop, to_beats
 from .contract.values import values_equal
 from .report import metrics_report, table
-from .sim.interpreter import run
+from .sim.ref.interpreter import run
 from .sim.rtl import deadlock_report, error_report, run_rtl
 
 __all__ = ["compare", "run_reference"]

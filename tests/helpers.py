@@ -6,7 +6,7 @@ from pathlib import Path
 from stepforge.compiler.graph import Program
 from stepforge.compiler.ops.memory import Bufferize, Streamify
 from stepforge.compiler.types import Index, Tile, int16
-from stepforge.sim.interpreter import run
+from stepforge.sim.ref.interpreter import run
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

@@ -3,7 +3,7 @@
 :func:`trace` feeds every input port its beats, drives every ``valid`` and ``ready`` from
 fixed per-cycle patterns (:func:`pattern`, seeded, known to the test in advance) and records,
 for every cycle, each port's ``valid``, ``ready`` and transfer and the unit's status. Unlike
-:func:`stepforge.sim.testbench.simulate`, the back-pressure is a table the test can reason
+:func:`stepforge.sim.rtl.testbench.simulate`, the back-pressure is a table the test can reason
 about: a timing bound is computed from the very ``ready`` pattern the unit saw.
 """
 

@@ -9,9 +9,9 @@ import pytest
 from stepforge.compiler.lower import lower
 from stepforge.hdl.memory import lane_ram_verilog
 from stepforge.hdl.system import System
-from stepforge.sim.interpreter import run
+from stepforge.sim.ref.interpreter import run
 from stepforge.sim.rtl import compile_program
-from stepforge.sim.system_sim import simulate_system
+from stepforge.sim.rtl.system_sim import simulate_system
 
 from stepforge.loader import load
 

@@ -16,8 +16,8 @@ from stepforge.compiler.ops.shape import Reshape, Zip
 from stepforge.compiler.types import Index, Select, Tile, bf16, fp32, int8, int32
 from stepforge.contract import arith as A
 from stepforge.contract.tokens import canonical, from_nested, to_nested
-from stepforge.sim.interpreter import run
-from stepforge.sim.ops_compute import accum, addr_gen, flat_map, map_tokens, scan
+from stepforge.sim.ref.interpreter import run
+from stepforge.sim.ref.ops_compute import accum, addr_gen, flat_map, map_tokens, scan
 
 from .test_shape_ops import fmt, tok
 from .test_tokens import ragged

@@ -10,7 +10,7 @@ from stepforge import (Accum, Expand, LinearOffChipLoad, LinearOffChipStore, Map
 from stepforge.cli import main
 from stepforge.compiler.metrics import bind, metrics
 from stepforge.loader import load
-from stepforge.sim.interpreter import run
+from stepforge.sim.ref.interpreter import run
 from stepforge.sim.rtl import compile_program, deadlock_report, error_report, run_rtl
 
 from .helpers import EXAMPLES, SMALL_DENSE, buffered_rows_program
@@ -120,7 +120,7 @@ def test_too_shallow_fifo_deadlocks_with_a_report():
 
 @pytest.mark.parametrize("name,params", CASES, ids=[c[0] for c in CASES])
 def test_verilog_lints(name, params):
-    from stepforge.sim import verilator
+    from stepforge.sim.rtl import verilator
     pf = load(EXAMPLES / f"{name}.py")
     _, _, text = compile_program(pf.build(**params))
     verilator.lint(text)

@@ -8,7 +8,7 @@ import pytest
 from stepforge.compiler.metrics import bind, metrics
 from stepforge.loader import load
 from stepforge.runner import compare
-from stepforge.sim.interpreter import run
+from stepforge.sim.ref.interpreter import run
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

@@ -22,8 +22,8 @@ from stepforge.hdl.memory import MemoryGeometry, MemoryModel, TensorPlacement
 from stepforge.hdl.offchip_load import LinearLoadUnit
 from stepforge.hdl.offchip_store import LinearStoreUnit
 from stepforge.hdl.repeat import RepeatStaticUnit
-from stepforge.sim.fingerprint import fingerprint
-from stepforge.sim.separate import component_ports
+from stepforge.sim.rtl.fingerprint import fingerprint
+from stepforge.sim.rtl.separate import component_ports
 
 T8, T16 = Tile(int8, 4, 4), Tile(int16, 4, 4)
 CFG = HardwareConfig.sim()
@@ -173,8 +173,8 @@ def test_an_unknown_object_is_an_error_not_skipped():
 
 def test_fingerprints_are_the_same_in_another_process():
     code = ("from stepforge.hdl.fifo import StreamFIFO; from amaranth.hdl import Fragment;"
-            "from stepforge.sim.fingerprint import fingerprint;"
-            "from stepforge.sim.separate import component_ports;"
+            "from stepforge.sim.rtl.fingerprint import fingerprint;"
+            "from stepforge.sim.rtl.separate import component_ports;"
             "from stepforge import Tile, int32;"
             "from stepforge.contract.beat import beat_layout;"
             "f = StreamFIFO(beat_layout(Tile(int32, 2, 2), 2), 3);"

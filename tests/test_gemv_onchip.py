@@ -8,7 +8,7 @@ from stepforge.compiler.metrics import metrics
 from stepforge.compiler.ops.memory import Bufferize, Streamify
 from stepforge.compiler.ops.offchip import LinearOffChipLoad
 from stepforge.loader import load
-from stepforge.sim.interpreter import run
+from stepforge.sim.ref.interpreter import run
 
 from .helpers import EXAMPLES
 

@@ -12,8 +12,8 @@ from stepforge.contract.beat import beat_layout
 from stepforge.contract.tokens import Beat, from_nested, stop, to_beats
 from stepforge.hdl.addrgen import AddrGenUnit
 from stepforge.hdl.unit import ErrorCode
-from stepforge.sim.ops_compute import expander, flat_map
-from stepforge.sim.testbench import check_ready_to_valid, simulate
+from stepforge.sim.ref.ops_compute import expander, flat_map
+from stepforge.sim.rtl.testbench import check_ready_to_valid, simulate
 
 from .test_hdl_retile import beats_equal, check_run, reframe
 from .test_tokens import ragged

@@ -13,7 +13,7 @@ from stepforge.contract.beat import beat_layout
 from stepforge.contract.tokens import from_beats, from_nested, to_beats
 from stepforge.hdl.pmu import PMU, Replay
 from stepforge.hdl.unit import ErrorCode
-from stepforge.sim.ops_memory import bufferize, check_buffer, streamify
+from stepforge.sim.ref.ops_memory import bufferize, check_buffer, streamify
 
 from .test_hdl_pmu import ELEM, FIN_LAYOUT, TILES, Loop, Make, assert_clean, assert_tokens, \
     run_beats, run_loop, tile

@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 from stepforge.contract.beat import beat_layout, pack_beat, unpack_beat
 from stepforge.contract.tokens import from_beats, from_nested, to_beats
 from stepforge.hdl.broadcast import BroadcastUnit
-from stepforge.sim.testbench import check_ready_to_valid, simulate
+from stepforge.sim.rtl.testbench import check_ready_to_valid, simulate
 
 from .test_hdl_promote import ELEM, FRAMING, TILES, reframe, tile, tokens_equal
 from .test_tokens import ragged

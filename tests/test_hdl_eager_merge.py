@@ -12,9 +12,9 @@ from stepforge.contract.beat import beat_layout, pack_beat, unpack_beat
 from stepforge.contract.tokens import Beat, from_nested, to_beats
 from stepforge.hdl.eager_merge import EagerMergeUnit
 from stepforge.hdl.unit import ErrorCode
-from stepforge.sim.eager import check_eager_merge
-from stepforge.sim.ops_routing import eager_merge
-from stepforge.sim.testbench import check_ready_to_valid, simulate
+from stepforge.sim.ref.eager import check_eager_merge
+from stepforge.sim.ref.ops_routing import eager_merge
+from stepforge.sim.rtl.testbench import check_ready_to_valid, simulate
 
 from .test_hdl_partition import (ELEM, TILES, accepted_all, assert_tokens, beats_of, framed,
                                   frozen_after_fault, tok)

@@ -40,7 +40,7 @@ from stepforge.hdl.repeat import RepeatStaticUnit
 from stepforge.hdl.reshape import ReshapeUnit
 from stepforge.hdl.retile import RetileStreamifyUnit
 from stepforge.hdl.zip import ZipUnit
-from stepforge.sim import verilator as vl
+from stepforge.sim.rtl import verilator as vl
 
 TILE = Tile(int8, 1, 2)
 CONFIG = HardwareConfig.sim()

@@ -14,8 +14,8 @@ from stepforge.contract.beat import beat_layout, pack_beat
 from stepforge.contract.tokens import Beat, canonical, from_nested, is_stop, stop, to_beats
 from stepforge.hdl.expand import ExpandUnit
 from stepforge.hdl.unit import ErrorCode
-from stepforge.sim.ops_shape import expand
-from stepforge.sim.testbench import check_ready_to_valid, simulate
+from stepforge.sim.ref.ops_shape import expand
+from stepforge.sim.rtl.testbench import check_ready_to_valid, simulate
 
 from .test_hdl_promote import ELEM, FRAMING, TILES, bare_done, reframe, tile, tokens_equal
 from .test_tokens import ragged

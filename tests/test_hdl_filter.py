@@ -11,9 +11,9 @@ from stepforge.contract.beat import beat_layout
 from stepforge.contract.tokens import Beat, from_nested, stop, to_beats
 from stepforge.hdl.filter import FilterUnit
 from stepforge.hdl.unit import ErrorCode
-from stepforge.sim.ops_compute import expander, flat_map
-from stepforge.sim.ops_shape import zip_streams
-from stepforge.sim.testbench import check_ready_to_valid, simulate
+from stepforge.sim.ref.ops_compute import expander, flat_map
+from stepforge.sim.ref.ops_shape import zip_streams
+from stepforge.sim.rtl.testbench import check_ready_to_valid, simulate
 
 from .test_hdl_retile import beats_equal, check_run, project, reframe, tokens_equal
 from .test_tokens import ragged

@@ -8,8 +8,8 @@ from stepforge.contract.beat import beat_layout
 from stepforge.contract.tokens import from_nested, to_beats
 from stepforge.contract.values import values_equal
 from stepforge.hdl.flatten import FlattenUnit
-from stepforge.sim.ops_shape import flatten
-from stepforge.sim.testbench import check_ready_to_valid, simulate
+from stepforge.sim.ref.ops_shape import flatten
+from stepforge.sim.rtl.testbench import check_ready_to_valid, simulate
 
 from .test_tokens import ragged
 

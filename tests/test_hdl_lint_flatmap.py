@@ -7,7 +7,7 @@ from stepforge.compiler.types import Index, Select, Tile, bf16, int8
 from stepforge.hdl.addrgen import AddrGenUnit
 from stepforge.hdl.filter import FilterUnit
 from stepforge.hdl.retile import RetileStreamifyUnit
-from stepforge.sim import verilator as vl
+from stepforge.sim.rtl import verilator as vl
 
 R = sympy.Symbol("R", positive=True, integer=True)
 

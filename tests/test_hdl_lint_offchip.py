@@ -10,8 +10,8 @@ from stepforge.hdl.config import HardwareConfig
 from stepforge.hdl.memory import MemoryGeometry, MemoryModel, TensorPlacement
 from stepforge.hdl.offchip_load import LinearLoadUnit, RandomLoadUnit
 from stepforge.hdl.offchip_store import LinearStoreUnit, RandomStoreUnit
-from stepforge.sim import verilator as vl
-from stepforge.sim.testbench_memory import MemoryBench
+from stepforge.sim.rtl import verilator as vl
+from stepforge.sim.rtl.testbench_memory import MemoryBench
 
 CONFIG = HardwareConfig.sim()
 SIZE = 4096

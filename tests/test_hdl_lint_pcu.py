@@ -7,7 +7,7 @@ import pytest
 from stepforge.compiler import functions as F
 from stepforge.compiler.types import Tile, int8, int16, int32
 from stepforge.hdl.pcu import PCU
-from stepforge.sim import verilator as vl
+from stepforge.sim.rtl import verilator as vl
 
 T = Tile(int16, 2, 2)
 UNITS = {

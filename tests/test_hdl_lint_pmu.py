@@ -11,7 +11,7 @@ import pytest
 
 from stepforge.compiler.types import Bool, Tile, bf16, int8
 from stepforge.hdl.pmu import PMU, Replay
-from stepforge.sim import verilator as vl
+from stepforge.sim.rtl import verilator as vl
 
 pytestmark = pytest.mark.slow
 

@@ -10,7 +10,7 @@ from stepforge.hdl.eager_merge import EagerMergeUnit
 from stepforge.hdl.parallelize import ParallelizeUnit
 from stepforge.hdl.partition import PartitionUnit
 from stepforge.hdl.reassemble import ReassembleUnit
-from stepforge.sim import verilator as vl
+from stepforge.sim.rtl import verilator as vl
 
 TILE = Tile(int16, 2, 2)
 

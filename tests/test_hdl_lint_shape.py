@@ -19,7 +19,7 @@ from stepforge.hdl.reshape import ReshapeUnit
 from stepforge.hdl.zip import ZipUnit
 
 try:
-    from stepforge.sim.verilator import lint
+    from stepforge.sim.rtl.verilator import lint
 except ImportError:  # the harness is not there: lint with the wheel directly
     lint = None
 

@@ -21,7 +21,7 @@ from stepforge.hdl.config import HardwareConfig
 from stepforge.hdl.memory import (PIPELINE_LATENCY, MemoryGeometry, MemoryModel, MemoryPort,
                                   TensorPlacement, array_from_bytes, array_to_bytes,
                                   LineGenerator, backdoor_read, backdoor_write, line_tables)
-from stepforge.sim import verilator as vl
+from stepforge.sim.rtl import verilator as vl
 
 #: Cycles from a request's acceptance to its first line's grant (the queue, the line register).
 GRANT_DELAY = 2

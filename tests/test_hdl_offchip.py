@@ -3,7 +3,7 @@
 Every property test draws a machine (dtype, tile, tensor grid, memory channels, bytes per
 channel, latency), a tensor placement at a random base address, random contents, random
 valid/ready on the stream ports and random memory stalls, and checks the output tokens, the
-memory contents after stores and the traffic counters against :mod:`stepforge.sim.ops_offchip`.
+memory contents after stores and the traffic counters against :mod:`stepforge.sim.ref.ops_offchip`.
 """
 
 import math
@@ -26,10 +26,10 @@ from stepforge.hdl.memory import (PIPELINE_LATENCY, MemoryGeometry, MemoryModel,
 from stepforge.hdl.offchip_load import LinearLoadUnit, RandomLoadUnit
 from stepforge.hdl.offchip_store import LinearStoreUnit, RandomStoreUnit
 from stepforge.hdl.unit import ErrorCode
-from stepforge.sim.interpreter import run as interpret
-from stepforge.sim.ops_offchip import linear_load, linear_store, random_load, random_store
-from stepforge.sim.testbench import check_ready_to_valid
-from stepforge.sim.testbench_memory import MemoryBench, simulate_with_memory
+from stepforge.sim.ref.interpreter import run as interpret
+from stepforge.sim.ref.ops_offchip import linear_load, linear_store, random_load, random_store
+from stepforge.sim.rtl.testbench import check_ready_to_valid
+from stepforge.sim.rtl.testbench_memory import MemoryBench, simulate_with_memory
 
 from .test_tokens import ragged
 

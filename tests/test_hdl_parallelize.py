@@ -10,8 +10,8 @@ from stepforge.contract.beat import beat_layout
 from stepforge.contract.tokens import Beat, from_nested, to_beats
 from stepforge.hdl.parallelize import ParallelizeUnit
 from stepforge.hdl.unit import ErrorCode
-from stepforge.sim.ops_routing import parallelize
-from stepforge.sim.testbench import check_ready_to_valid, simulate
+from stepforge.sim.ref.ops_routing import parallelize
+from stepforge.sim.rtl.testbench import check_ready_to_valid, simulate
 
 from .test_hdl_partition import (ELEM, TILES, accepted_all, assert_tokens, beats_of, framed,
                                   frozen_after_fault, tok)

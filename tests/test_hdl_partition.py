@@ -14,8 +14,8 @@ from stepforge.contract.tokens import Beat, format_tokens, from_beats, from_nest
 from stepforge.contract.values import values_equal
 from stepforge.hdl.partition import PartitionUnit
 from stepforge.hdl.unit import ErrorCode
-from stepforge.sim.ops_routing import partition
-from stepforge.sim.testbench import Stall, check_ready_to_valid, simulate
+from stepforge.sim.ref.ops_routing import partition
+from stepforge.sim.rtl.testbench import Stall, check_ready_to_valid, simulate
 
 from .test_tokens import ragged
 

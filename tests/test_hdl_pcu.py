@@ -23,9 +23,9 @@ from stepforge.hdl.config import HardwareConfig
 from stepforge.hdl.pcu import PCU
 from stepforge.hdl.tile_ops import fixed_point_alu, segment_rom
 from stepforge.hdl.unit import ErrorCode
-from stepforge.sim.ops_compute import accum, map_tokens, scan
-from stepforge.sim.ops_shape import zip_streams
-from stepforge.sim.testbench import check_ready_to_valid, simulate
+from stepforge.sim.ref.ops_compute import accum, map_tokens, scan
+from stepforge.sim.ref.ops_shape import zip_streams
+from stepforge.sim.rtl.testbench import check_ready_to_valid, simulate
 
 from .test_tokens import ragged
 

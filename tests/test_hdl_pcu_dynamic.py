@@ -15,7 +15,7 @@ from stepforge.contract.beat import beat_layout, pack_beat
 from stepforge.contract.tokens import Beat, from_nested, to_beats
 from stepforge.hdl.pcu import PCU
 from stepforge.hdl.unit import ErrorCode
-from stepforge.sim.ops_compute import accum, map_tokens, scan
+from stepforge.sim.ref.ops_compute import accum, map_tokens, scan
 
 from .test_hdl_pcu import LIGHT, SEEDS, assert_accounted, assert_tokens, evaluator, folder, run_unit
 

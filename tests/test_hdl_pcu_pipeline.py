@@ -19,9 +19,9 @@ from stepforge.compiler.types import Tile, int8, int16, int32
 from stepforge.hdl.config import HardwareConfig
 from stepforge.hdl.pcu import PCU
 from stepforge.contract import arith
-from stepforge.sim import verilator as vl
-from stepforge.sim.ops_compute import accum, map_tokens, scan
-from stepforge.sim.ops_shape import zip_streams
+from stepforge.sim.rtl import verilator as vl
+from stepforge.sim.ref.ops_compute import accum, map_tokens, scan
+from stepforge.sim.ref.ops_shape import zip_streams
 from stepforge.contract.tokens import from_nested
 
 from .test_hdl_pcu import (LIGHT, SEEDS, assert_accounted, assert_tokens, evaluator, folder,

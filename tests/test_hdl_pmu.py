@@ -2,7 +2,7 @@
 
 Most tests run a :class:`Loop`: a PMU whose ``refs`` output feeds every read side's ``buffers``
 through an edge FIFO, as a program places Bufferize and Streamify. Outputs are compared token for
-token with ``sim.ops_memory.bufferize``/``streamify``; every run also checks that every input beat
+token with ``sim.ref.ops_memory.bufferize``/``streamify``; every run also checks that every input beat
 was taken and that every block is back in the free list at the end (``fin``).
 """
 
@@ -26,8 +26,8 @@ from stepforge.contract.values import values_equal
 from stepforge.hdl.fifo import StreamFIFO
 from stepforge.hdl.pmu import PMU, Replay
 from stepforge.hdl.unit import ErrorCode, StatusSignature
-from stepforge.sim.ops_memory import bufferize, streamify
-from stepforge.sim.testbench import check_ready_to_valid, simulate
+from stepforge.sim.ref.ops_memory import bufferize, streamify
+from stepforge.sim.rtl.testbench import check_ready_to_valid, simulate
 
 from .test_tokens import ragged
 

@@ -12,8 +12,8 @@ from stepforge.contract.beat import beat_layout
 from stepforge.contract.tokens import Beat, from_beats, from_nested, stop, to_beats
 from stepforge.contract.values import values_equal
 from stepforge.hdl.promote import PromoteUnit
-from stepforge.sim.ops_shape import promote
-from stepforge.sim.testbench import check_ready_to_valid, simulate
+from stepforge.sim.ref.ops_shape import promote
+from stepforge.sim.rtl.testbench import check_ready_to_valid, simulate
 
 from .test_tokens import ragged
 

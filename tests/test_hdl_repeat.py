@@ -7,8 +7,8 @@ from hypothesis import given, settings, strategies as st
 from stepforge.contract.beat import beat_layout
 from stepforge.contract.tokens import Beat, from_nested, stop
 from stepforge.hdl.repeat import RepeatStaticUnit
-from stepforge.sim.ops_shape import repeat_static
-from stepforge.sim.testbench import check_ready_to_valid, simulate
+from stepforge.sim.ref.ops_shape import repeat_static
+from stepforge.sim.rtl.testbench import check_ready_to_valid, simulate
 
 from .test_hdl_promote import ELEM, FRAMING, TILES, bare_done, reframe, tile, tokens_equal
 from .test_tokens import ragged

@@ -12,8 +12,8 @@ from stepforge.contract.tokens import Beat, from_nested, stop, to_beats
 from stepforge.contract.values import pad_value
 from stepforge.hdl.reshape import ReshapeUnit
 from stepforge.hdl.unit import ErrorCode
-from stepforge.sim.ops_shape import reshape
-from stepforge.sim.testbench import check_ready_to_valid, simulate
+from stepforge.sim.ref.ops_shape import reshape
+from stepforge.sim.rtl.testbench import check_ready_to_valid, simulate
 
 from .test_hdl_expand import run_past_error
 from .test_hdl_promote import ELEM, FRAMING, TILES, bare_done, reframe, tile, tokens_equal

@@ -20,8 +20,8 @@ from stepforge.contract.tokens import Beat, from_nested, is_stop, stop, to_beats
 from stepforge.contract.values import values_equal
 from stepforge.hdl.retile import RetileStreamifyUnit
 from stepforge.hdl.unit import ErrorCode
-from stepforge.sim.ops_compute import expander, flat_map
-from stepforge.sim.testbench import check_ready_to_valid, simulate
+from stepforge.sim.ref.ops_compute import expander, flat_map
+from stepforge.sim.rtl.testbench import check_ready_to_valid, simulate
 
 from .test_tokens import ragged
 

@@ -31,7 +31,7 @@ from stepforge.hdl.eager_merge import EagerMergeUnit
 from stepforge.hdl.parallelize import ParallelizeUnit
 from stepforge.hdl.partition import PartitionUnit
 from stepforge.hdl.reassemble import ReassembleUnit
-from stepforge.sim.ops_routing import reassemble
+from stepforge.sim.ref.ops_routing import reassemble
 
 from .port_trace import pattern, trace
 

@@ -19,7 +19,7 @@ import pytest
 from stepforge.compiler.types import Tile, int8, int16
 from stepforge.hdl.flatten import FlattenUnit
 from stepforge.hdl.partition import PartitionUnit
-from stepforge.sim.verilator import convert
+from stepforge.sim.rtl.verilator import convert
 
 pytestmark = pytest.mark.slow
 

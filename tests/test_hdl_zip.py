@@ -10,8 +10,8 @@ from stepforge.contract.beat import beat_layout
 from stepforge.contract.tokens import Beat, from_nested, is_stop, stop, to_beats
 from stepforge.hdl.unit import ErrorCode
 from stepforge.hdl.zip import ZipUnit
-from stepforge.sim.ops_shape import zip_streams
-from stepforge.sim.testbench import check_ready_to_valid, simulate
+from stepforge.sim.ref.ops_shape import zip_streams
+from stepforge.sim.rtl.testbench import check_ready_to_valid, simulate
 
 from .test_hdl_expand import run_past_error
 from .test_hdl_promote import ELEM, FRAMING, TILES, bare_done, reframe, tile, tokens_equal

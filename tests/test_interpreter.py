@@ -51,7 +51,7 @@ def test_partition_selector_data_mismatch():
 
 
 def test_unclosed_buffer_and_early_end():
-    from stepforge.sim.ops_memory import bufferize
+    from stepforge.sim.ref.ops_memory import bufferize
     with pytest.raises(StepRuntimeError, match=r"B: the stream ended at beat 1 inside an unclosed buffer"):
         bufferize([tile(1), stop(1), tile(2)], 2, shape=(2, 2), symbols=Program("t").symbols,
                   new_id=iter(range(9)).__next__, op="B")

@@ -24,13 +24,9 @@ FOLDERS = {"compiler": "stepforge.compiler", "contract": "stepforge.contract", "
            "stepforge": "stepforge"}
 
 LOWERING = ["stepforge.compiler.lower", "stepforge.compiler.lower_units"]
-INTERPRETER = ["stepforge.sim", "stepforge.sim.interpreter", "stepforge.sim.eager", "stepforge.sim.ops_compute",
-               "stepforge.sim.ops_memory", "stepforge.sim.ops_offchip", "stepforge.sim.ops_routing",
-               "stepforge.sim.ops_shape"]
+INTERPRETER = ["stepforge.sim", "stepforge.sim.ref"]
 FRONT = ["stepforge.cli", "stepforge.runner", "stepforge.report", "stepforge.loader"]
-HARNESS_ONLY = ["stepforge.sim.verilator", "stepforge.sim.separate", "stepforge.sim.shell",
-                "stepforge.sim.rtl", "stepforge.sim.system_sim", "stepforge.sim.testbench",
-                "stepforge.sim.testbench_memory", "stepforge.sim.fingerprint", "stepforge.cocotb_tests"]
+HARNESS_ONLY = ["stepforge.sim.rtl", "stepforge.cocotb_tests"]
 ABOVE_HARNESS = ["stepforge.boards"] + FRONT
 
 #: layer -> (its modules' folder/module prefixes, what it may not import).
@@ -71,8 +67,8 @@ MODULES = _modules()
 
 
 def _layer_of(module):
-    """The layer of ``module``: the most specific prefix of the table (a new module of ``sim/``
-    is the interpreter's until listed in ``HARNESS_ONLY``)."""
+    """The layer of ``module``: the most specific prefix of the table (``sim/ref/`` is the
+    interpreter's, ``sim/rtl/`` the harness's)."""
     best = None
     for layer, (members, _) in LAYERS.items():
         for m in members:

@@ -15,8 +15,8 @@ from stepforge.compiler.ops.shape import RepeatStatic
 from stepforge.compiler.types import Buffer, Index, Tile, fp32, int16
 from stepforge.contract.tokens import canonical, format_tokens, from_nested, is_stop, stop, to_nested
 from stepforge.contract.values import BufferRef
-from stepforge.sim.interpreter import SEMANTICS, Context, run
-from stepforge.sim.ops_memory import bufferize, check_buffer, freed, streamify, streamify_consumers
+from stepforge.sim.ref.interpreter import SEMANTICS, Context, run
+from stepforge.sim.ref.ops_memory import bufferize, check_buffer, freed, streamify, streamify_consumers
 
 
 def tok(s):
@@ -40,7 +40,7 @@ def ragged(rank, max_size=3):
 
 def stepped(program, inputs):
     """Run ``program`` node by node; yield ``(node, ctx)`` after each node (for lifetimes)."""
-    from stepforge.sim import ops_memory, ops_routing, ops_shape  # noqa: F401 (registration)
+    from stepforge.sim.ref import ops_memory, ops_routing, ops_shape  # noqa: F401 (registration)
     ctx = Context(program, {}, inputs)
     values = {}
     for node in program.nodes:
@@ -362,7 +362,7 @@ class TestLifetimes:
 
     def test_a_consumer_that_never_receives_a_buffer_releases_it_at_its_end(self):
         # as after a Partition: buffer 1 is routed to another consumer, never to "a"
-        from stepforge.sim.ops_memory import LiveBuffer
+        from stepforge.sim.ref.ops_memory import LiveBuffer
         p = Program("t")
         bz = Bufferize(ragged_input(p, "x", 1), 1)
         a = Streamify(bz, name="a")

@@ -13,7 +13,7 @@ import pytest
 
 from stepforge.compiler.metrics import bind, metrics
 from stepforge.loader import load
-from stepforge.sim.interpreter import run
+from stepforge.sim.ref.interpreter import run
 from stepforge.sim.rtl import deadlock_report, error_report, run_rtl
 
 MOE = Path(__file__).resolve().parent.parent / "examples" / "moe.py"

@@ -15,8 +15,8 @@ from stepforge.compiler.ops.offchip import (LinearOffChipLoad, LinearOffChipStor
 from stepforge.compiler.types import Bool, Index, Tile, fp32, int8, int32
 from stepforge.contract.tokens import is_stop, stop
 from stepforge.contract.values import values_equal
-from stepforge.sim.interpreter import run
-from stepforge.sim.ops_offchip import (affine_walk, linear_load, random_load, random_store,
+from stepforge.sim.ref.interpreter import run
+from stepforge.sim.ref.ops_offchip import (affine_walk, linear_load, random_load, random_store,
                                        read_tile, replay_per_ref)
 
 

@@ -12,11 +12,11 @@ from stepforge.compiler.ops.shape import Flatten, Zip
 from stepforge.compiler.passes import insert_broadcasts
 from stepforge.compiler.types import Index, Select, Tile, fp32, int32
 from stepforge.contract.tokens import canonical, format_tokens, from_nested, stop, to_nested
-from stepforge.sim.eager import check_eager_merge
-from stepforge.sim.interpreter import run
-from stepforge.sim.ops_routing import (broadcast, eager_merge, iter_chunks, parallelize, partition,
+from stepforge.sim.ref.eager import check_eager_merge
+from stepforge.sim.ref.interpreter import run
+from stepforge.sim.ref.ops_routing import (broadcast, eager_merge, iter_chunks, parallelize, partition,
                                        reassemble)
-from stepforge.sim.ops_shape import flatten, promote
+from stepforge.sim.ref.ops_shape import flatten, promote
 
 EX = [[[1, 2], [3]], [[4], [5, 6, 7]]]  # the rank-2 example of spec section 2
 

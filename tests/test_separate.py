@@ -14,8 +14,8 @@ from stepforge.compiler.lower import lower
 from stepforge.hdl.fifo import StreamFIFO
 from stepforge.hdl.system import System
 from stepforge.loader import load
-from stepforge.sim import rtl
-from stepforge.sim.separate import UnitLibrary, split_modules
+from stepforge.sim.rtl import run as rtl
+from stepforge.sim.rtl.separate import UnitLibrary, split_modules
 
 from .helpers import EXAMPLES, SMALL_DENSE
 
@@ -78,7 +78,7 @@ def test_a_stale_or_broken_entry_is_converted_again(tmp_path):
 
 
 def test_the_flat_and_the_separate_verilog_lint():
-    from stepforge.sim import verilator
+    from stepforge.sim.rtl import verilator
     for separate in (False, True):
         _, _, text = rtl.compile_program(example(), separate=separate)
         verilator.lint(text)
@@ -120,7 +120,7 @@ def test_a_failing_child_names_its_module_and_leaves_no_process(tmp_path, monkey
     import gc
     import os
 
-    from stepforge.sim import separate
+    from stepforge.sim.rtl import separate
 
     def broken(design, name):
         raise RuntimeError("netlist failure")

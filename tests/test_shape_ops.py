@@ -6,7 +6,7 @@ from hypothesis import given, settings, strategies as st
 from stepforge.compiler.errors import StepRuntimeError
 from stepforge.compiler.ops.shape import Expand, Flatten, Promote, Reshape, Zip
 from stepforge.contract.tokens import canonical, format_tokens, from_nested, stop, to_nested
-from stepforge.sim.ops_shape import expand, flatten, promote, repeat_static, reshape
+from stepforge.sim.ref.ops_shape import expand, flatten, promote, repeat_static, reshape
 
 from .helpers import run_op
 from .test_tokens import ragged

@@ -1,4 +1,4 @@
-"""The simulation shell (``stepforge.sim.shell``): its ports, its Verilog, and a shelled System run
+"""The simulation shell (``stepforge.sim.rtl.shell``): its ports, its Verilog, and a shelled System run
 (waves, no input-combinational logic left in the Verilated model)."""
 
 import re
@@ -6,9 +6,9 @@ import re
 import numpy as np
 import pytest
 
-from stepforge.sim import verilator as vl
+from stepforge.sim.rtl import verilator as vl
 from stepforge.sim.rtl import compile_program, run_rtl
-from stepforge.sim.shell import INPUT_LATENCY, NAME, Port, ports, shell
+from stepforge.sim.rtl.shell import INPUT_LATENCY, NAME, Port, ports, shell
 
 from .helpers import buffered_rows_program
 

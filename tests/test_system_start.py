@@ -6,7 +6,7 @@ A BeatReader in reset still offers its first burst (its FSM's first state drives
 the memory, which is not held in reset, took that burst and served it as soon as the back door
 went idle, and the reader asked again after reset. The first beat arrived twice and the input
 stream shifted by one beat (a Partition program routed the wrong elements). Amaranth's simulator
-run (:func:`~stepforge.sim.system_sim.simulate_system`) fills the memory in zero time, which hid
+run (:func:`~stepforge.sim.rtl.system_sim.simulate_system`) fills the memory in zero time, which hid
 it. This test replays the testbench's sequence in Amaranth's simulator.
 """
 
@@ -20,8 +20,8 @@ from stepforge.contract.tokens import from_beats, from_nested
 from stepforge.contract.values import to_value
 from stepforge.hdl.memory import backdoor_read
 from stepforge.hdl.system import System
-from stepforge.sim.interpreter import run
-from stepforge.sim.rtl import _pack_stream, _unpack_stream
+from stepforge.sim.ref.interpreter import run
+from stepforge.sim.rtl.run import _pack_stream, _unpack_stream
 
 INPUTS = {"x": [[10, 11, 12, 13, 14, 15]], "s": [[1, 6, 2, 5, 0, 7]]}
 

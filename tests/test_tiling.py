@@ -15,7 +15,7 @@ from stepforge.compiler.ops.memory import Bufferize, Streamify
 from stepforge.compiler.tiling import TilingError, needs_tiling, subtile, tile_for_hardware
 from stepforge.hdl.config import HardwareConfig
 from stepforge.loader import load
-from stepforge.sim.interpreter import run
+from stepforge.sim.ref.interpreter import run
 from stepforge.sim.rtl import run_rtl
 
 from .helpers import EXAMPLES

@@ -10,7 +10,7 @@ same input exactly (``values_equal``; EagerMerge through ``check_eager_merge``, 
 is timing's). Every fed beat must be accepted once and no unit may raise ``status.error``.
 
 Builds are few: the units of a group sit side by side in one :class:`Bundle` (ports renamed
-``<tag>_<port>``), converted with :func:`stepforge.sim.verilator.convert` and built once (cached
+``<tag>_<port>``), converted with :func:`stepforge.sim.rtl.verilator.convert` and built once (cached
 by the Verilog's hash); one run of the generic testbench ``cocotb_tests/unit_tb.py`` drives every
 port of the group at once. The PMU's ``refs`` go back into its ``buffers`` through the
 testbench (the job's ``loops``).
@@ -51,12 +51,12 @@ from stepforge.hdl.reshape import ReshapeUnit
 from stepforge.hdl.retile import RetileStreamifyUnit
 from stepforge.hdl.unit import ErrorCode
 from stepforge.hdl.zip import ZipUnit
-from stepforge.sim import verilator as vl
-from stepforge.sim.eager import check_eager_merge
-from stepforge.sim.ops_compute import accum, expander, flat_map, map_tokens
-from stepforge.sim.ops_memory import bufferize, streamify
-from stepforge.sim.ops_routing import parallelize, partition, reassemble
-from stepforge.sim.ops_shape import expand, flatten, promote, repeat_static, reshape, zip_streams
+from stepforge.sim.rtl import verilator as vl
+from stepforge.sim.ref.eager import check_eager_merge
+from stepforge.sim.ref.ops_compute import accum, expander, flat_map, map_tokens
+from stepforge.sim.ref.ops_memory import bufferize, streamify
+from stepforge.sim.ref.ops_routing import parallelize, partition, reassemble
+from stepforge.sim.ref.ops_shape import expand, flatten, promote, repeat_static, reshape, zip_streams
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ from stepforge.compiler.types import Tile, bf16
 from stepforge.contract.beat import beat_layout, pack_beat, unpack_beat
 from stepforge.contract.tokens import from_beats, from_nested, to_beats
 from stepforge.hdl.fifo import StreamFIFO
-from stepforge.sim import verilator as vl
+from stepforge.sim.rtl import verilator as vl
 
 pytestmark = pytest.mark.slow
 
@@ -135,7 +135,7 @@ def test_run_outside_pytest(build_dir, verilog, tmp_path):
     write_stimulus(stim_path, random_beats(seed=9))
     script = (
         "import sys\n"
-        "from stepforge.sim import verilator as vl\n"
+        "from stepforge.sim.rtl import verilator as vl\n"
         f"d = vl.build(sys.stdin.read(), {TOP!r})\n"
         f"print(vl.run(d, {TOP!r}, {TB!r}, test_dir={str(tmp_path / 'out')!r},\n"
         f"             extra_env={{'STEPFORGE_STIMULUS': {str(stim_path)!r}}}))\n"

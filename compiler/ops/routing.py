@@ -233,7 +233,7 @@ class EagerMerge(Node):
 
     The order is timing-dependent in hardware; the interpreter uses round-robin over the inputs
     that still have chunks, starting at input 0. Compare orders with
-    :func:`stepforge.sim.eager.check_eager_merge`, never token by token.
+    :func:`stepforge.sim.ref.eager.check_eager_merge`, never token by token.
     """
     output_names = ("data", "select")
 

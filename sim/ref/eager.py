@@ -10,9 +10,9 @@ Compare token sequences (``stepforge.contract.tokens.from_beats`` decodes a beat
 beats: ``Done`` may arrive fused or as a bare beat.
 """
 
-from ..compiler.errors import StepRuntimeError
-from ..contract.tokens import beat_index, format_tokens, is_stop
-from ..contract.values import values_equal
+from ...compiler.errors import StepRuntimeError
+from ...contract.tokens import beat_index, format_tokens, is_stop
+from ...contract.values import values_equal
 from .ops_routing import chunk_tokens, iter_chunks
 
 __all__ = ["check_eager_merge"]

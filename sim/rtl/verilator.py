@@ -20,7 +20,7 @@ papers over the wheel's quirks so that ``pip install -e ".[dev]"`` is the whole 
   control file, waves)``, builds under an ``fcntl.flock`` (pytest-xdist workers may ask for the
   same design), and writes a stamp file so the next call returns at once. ``-Wno-fatal`` is
   always passed: Amaranth's Verilog triggers harmless width warnings. A control file (``.vlt``)
-  can make chosen signals public, as the simulation shell (:mod:`stepforge.sim.shell`) does.
+  can make chosen signals public, as the simulation shell (:mod:`stepforge.sim.rtl.shell`) does.
 * :func:`run` returns ``(ntests, nfailed)`` from the results file both under pytest (where the
   runner would ``sys.exit(1)`` on a failure) and outside it (where it would not raise at all).
 
@@ -399,8 +399,8 @@ def lint(verilog_text, *, top=None, args=(), filename=None):
 
 
 def main(argv=None):
-    """``python -m stepforge.sim.verilator lint FILE.v ...``: lint files, print the warnings."""
-    parser = argparse.ArgumentParser(prog="python -m stepforge.sim.verilator",
+    """``python -m stepforge.sim.rtl.verilator lint FILE.v ...``: lint files, print the warnings."""
+    parser = argparse.ArgumentParser(prog="python -m stepforge.sim.rtl.verilator",
                                      description=main.__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     p_lint = sub.add_parser("lint", help="verilator --lint-only -Wno-fatal; fails on errors")

@@ -3,7 +3,7 @@
 :func:`fingerprint` hashes what :meth:`amaranth.hdl.Fragment.get` returns for a component (its
 statements, submodules, instances and memories, down to every signal's name, shape, initial
 value and reset behaviour) together with its ports. It is the key of the separately compiled
-unit library (:mod:`stepforge.sim.separate`): two units get the same Verilog module exactly when
+unit library (:mod:`stepforge.sim.rtl.separate`): two units get the same Verilog module exactly when
 their fingerprints agree, so the key does not depend on any unit's list of constructor
 parameters, which a new parameter could silently outgrow. Whatever a constructor parameter
 changes in the hardware changes the fingerprint; a parameter that changes nothing in the

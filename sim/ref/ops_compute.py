@@ -9,13 +9,13 @@ and check every dynamic tile size against its bound.
 
 import numpy as np
 
-from ..compiler.errors import StepRuntimeError
-from ..compiler.functions import AddrGen, KeepIf, RetileCols, RetileRows
-from ..compiler.ops.compute import Accum, AddrGen as AddrGenNode, FlatMap, Filter, Map, \
+from ...compiler.errors import StepRuntimeError
+from ...compiler.functions import AddrGen, KeepIf, RetileCols, RetileRows
+from ...compiler.ops.compute import Accum, AddrGen as AddrGenNode, FlatMap, Filter, Map, \
     RetileStreamify, Scan
-from ..compiler.types import Select, Tile, Tuple
-from ..contract import arith
-from ..contract.tokens import beat_index, is_stop, stop
+from ...compiler.types import Select, Tile, Tuple
+from ...contract import arith
+from ...contract.tokens import beat_index, is_stop, stop
 from .interpreter import semantics
 from .ops_shape import zip_streams
 

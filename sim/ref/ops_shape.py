@@ -4,11 +4,11 @@ Each operator is a pure function from token lists to token lists, usable on its 
 hardware unit tests, plus its registration with the interpreter.
 """
 
-from ..compiler.errors import StepRuntimeError
-from ..compiler.ops.io import Discard, Input, Output
-from ..compiler.ops.shape import Expand, Flatten, Promote, RepeatStatic, Reshape, Zip
-from ..contract.tokens import beat_index, from_nested, is_stop, stop, to_beats
-from ..contract.values import pad_value, to_value
+from ...compiler.errors import StepRuntimeError
+from ...compiler.ops.io import Discard, Input, Output
+from ...compiler.ops.shape import Expand, Flatten, Promote, RepeatStatic, Reshape, Zip
+from ...contract.tokens import beat_index, from_nested, is_stop, stop, to_beats
+from ...contract.values import pad_value, to_value
 from .interpreter import semantics
 
 __all__ = ["flatten", "reshape", "promote", "expand", "repeat_static", "zip_streams"]

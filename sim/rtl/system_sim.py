@@ -11,14 +11,14 @@ from dataclasses import dataclass
 from amaranth.hdl import Value
 from amaranth.sim import Simulator
 
-from ..compiler.lower import lower
-from ..compiler.ops.io import Input
-from ..contract.beat import unpack_beat
-from ..contract.tokens import from_beats, from_nested, is_stop
-from ..contract.values import to_value, values_equal
-from ..hdl.memory import array_from_bytes, array_to_bytes, backdoor_read, backdoor_write
-from ..hdl.system import System
-from .rtl import _pack_stream, _unpack_stream, tensor_rows
+from ...compiler.lower import lower
+from ...compiler.ops.io import Input
+from ...contract.beat import unpack_beat
+from ...contract.tokens import from_beats, from_nested, is_stop
+from ...contract.values import to_value, values_equal
+from ...hdl.memory import array_from_bytes, array_to_bytes, backdoor_read, backdoor_write
+from ...hdl.system import System
+from .run import _pack_stream, _unpack_stream, tensor_rows
 
 __all__ = ["SystemRun", "simulate_system", "first_divergence"]
 

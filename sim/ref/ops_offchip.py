@@ -11,10 +11,10 @@ grid); see :mod:`stepforge.compiler.ops.offchip`.
 
 import numpy as np
 
-from ..compiler.errors import StepRuntimeError
-from ..compiler.ops.offchip import (LinearOffChipLoad, LinearOffChipStore, RandomOffChipLoad,
+from ...compiler.errors import StepRuntimeError
+from ...compiler.ops.offchip import (LinearOffChipLoad, LinearOffChipStore, RandomOffChipLoad,
                                     RandomOffChipStore)
-from ..contract.tokens import beat_index, from_nested, is_stop, stop
+from ...contract.tokens import beat_index, from_nested, is_stop, stop
 from .interpreter import semantics
 
 __all__ = ["affine_walk", "tile_count", "read_tile", "write_tile", "replay_per_ref",

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..compiler.errors import StepRuntimeError
-from ..compiler.graph import Program
-from ..contract.tokens import is_stop, to_beats, to_nested
+from ...compiler.errors import StepRuntimeError
+from ...compiler.graph import Program
+from ...contract.tokens import is_stop, to_beats, to_nested
 
 __all__ = ["semantics", "Context", "Result", "run"]
 

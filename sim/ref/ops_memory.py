@@ -19,12 +19,12 @@ tokens of the buffered run, with the closing stop ``S_s`` (``s >= b``) replaced 
 import itertools
 from dataclasses import dataclass, field
 
-from ..compiler.dims import fmt_shape
-from ..compiler.errors import StepRuntimeError
-from ..compiler.ops.memory import Bufferize, Streamify
-from ..compiler.types import Buffer
-from ..contract.tokens import beat_index, from_nested, is_stop, stop
-from ..contract.values import BufferRef
+from ...compiler.dims import fmt_shape
+from ...compiler.errors import StepRuntimeError
+from ...compiler.ops.memory import Bufferize, Streamify
+from ...compiler.types import Buffer
+from ...contract.tokens import beat_index, from_nested, is_stop, stop
+from ...contract.values import BufferRef
 from .interpreter import fibre_sizes, semantics
 from .ops_offchip import _closed, _map_nested, affine_walk
 

@@ -5,7 +5,7 @@
 ports to ``write[0], ...``) and drives the memory's ``stall`` input from a 16-bit LFSR, so random
 memory stalls cost no Python per cycle and the same bench converts to Verilog. Its stream ports
 and ``status`` are those of the units (looked up by name, first unit first), so
-:func:`~stepforge.sim.testbench.simulate` drives it like a bare unit. :func:`simulate_with_memory`
+:func:`~stepforge.sim.rtl.testbench.simulate` drives it like a bare unit. :func:`simulate_with_memory`
 does that, waits for a sink's ``done``, and reads back the memory contents and traffic counters
 through the simulator's back door.
 """
@@ -13,7 +13,7 @@ through the simulator's back door.
 from amaranth.hdl import Const, Elaboratable, Module, Mux, Signal
 from amaranth.lib import wiring
 
-from ..hdl.memory import MemoryModel, backdoor_read
+from ...hdl.memory import MemoryModel, backdoor_read
 from .testbench import simulate
 
 __all__ = ["MemoryBench", "simulate_with_memory"]
@@ -97,14 +97,14 @@ class MemoryBench(Elaboratable):
 
 def simulate_with_memory(units, memory, inputs, outputs, *, stall_p=0.0, stall_seed=1,
                          read_back=True, **kwargs):
-    """:func:`~stepforge.sim.testbench.simulate` of ``units`` wired to ``memory``.
+    """:func:`~stepforge.sim.rtl.testbench.simulate` of ``units`` wired to ``memory``.
 
     Parameters
     ----------
     units, memory, stall_p
         As for :class:`MemoryBench` (``stall_seed`` is its ``seed``).
     inputs, outputs, **kwargs
-        As for :func:`~stepforge.sim.testbench.simulate`. When a unit has a ``done`` output (the
+        As for :func:`~stepforge.sim.rtl.testbench.simulate`. When a unit has a ``done`` output (the
         LinearStoreUnit) and ``wait_for`` is not given, the run ends when every ``done`` is high
         (``outputs`` must then be empty).
     read_back : bool, default True

@@ -2,8 +2,8 @@
 
 :func:`run_rtl` lowers a program (:func:`~stepforge.compiler.lower.lower`), builds its
 :class:`~stepforge.hdl.system.System`, converts it to Verilog, builds it in its simulation shell
-(:mod:`stepforge.sim.shell`: a Verilog clock, registered inputs, only the ports public) with
-Verilator (cached by a hash of the Verilog; see :mod:`stepforge.sim.verilator`), runs the generic
+(:mod:`stepforge.sim.rtl.shell`: a Verilog clock, registered inputs, only the ports public) with
+Verilator (cached by a hash of the Verilog; see :mod:`stepforge.sim.rtl.verilator`), runs the generic
 testbench :mod:`stepforge.cocotb_tests.system_tb` on a job file (memory preload, read-back
 regions, CSRs) and decodes what comes back: output tensors, output streams (as tokens), the run's
 status and every counter. :class:`RTLResult` holds them; :func:`deadlock_report` and
@@ -17,15 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
-from ..compiler.lower import lower
-from ..compiler.ops.io import Input, Output
-from ..contract.beat import pack_beat, unpack_beat
-from ..contract.tokens import from_beats, from_nested, to_beats
-from ..contract.values import to_value
-from ..hdl.memory import array_from_bytes, array_to_bytes, lane_ram_verilog
-from ..hdl.platform import FamilyPlatform
-from ..hdl.system import System
-from ..hdl.unit import ErrorCode
+from ...compiler.lower import lower
+from ...compiler.ops.io import Input, Output
+from ...contract.beat import pack_beat, unpack_beat
+from ...contract.tokens import from_beats, from_nested, to_beats
+from ...contract.values import to_value
+from ...hdl.memory import array_from_bytes, array_to_bytes, lane_ram_verilog
+from ...hdl.platform import FamilyPlatform
+from ...hdl.system import System
+from ...hdl.unit import ErrorCode
 from . import verilator
 from .separate import UnitLibrary, gc_paused
 from .shell import shell
@@ -79,7 +79,7 @@ def compile_program(program, config=None, *, depths=None, separate=True, unit_ca
 
     With ``separate`` (the default) every distinct unit, FIFO and the memory is a Verilog module
     of its own, converted once and then taken from the unit cache (``unit_cache``, default
-    ``<cache root>/units``; :mod:`stepforge.sim.separate`), and only the top is converted per
+    ``<cache root>/units``; :mod:`stepforge.sim.rtl.separate`), and only the top is converted per
     call; the modules missing from the cache are generated ``jobs`` at once (default: the CPU
     count). ``separate=False`` converts the whole system as one design. ``target`` is the
     :class:`~stepforge.hdl.system.System`'s: ``"sim"`` (Verilator) or ``"board"`` (an FPGA build

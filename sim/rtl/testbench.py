@@ -14,8 +14,8 @@ import random
 from amaranth.hdl import Module, Signal, Value
 from amaranth.sim import Simulator
 
-from ..contract.beat import pack_beat, unpack_beat
-from ..contract.tokens import Beat, from_beats, to_beats
+from ...contract.beat import pack_beat, unpack_beat
+from ...contract.tokens import Beat, from_beats, to_beats
 
 __all__ = ["Stall", "SimRun", "simulate", "check_ready_to_valid"]
 

@@ -13,9 +13,9 @@ operator instance and the beat index (canonical beats, counted from 0); ``.port`
 say which input and beat the fault was detected on.
 """
 
-from ..compiler.errors import StepRuntimeError
-from ..compiler.ops.routing import Broadcast, EagerMerge, Parallelize, Partition, Reassemble
-from ..contract.tokens import beat_index, is_stop, stop
+from ...compiler.errors import StepRuntimeError
+from ...compiler.ops.routing import Broadcast, EagerMerge, Parallelize, Partition, Reassemble
+from ...contract.tokens import beat_index, is_stop, stop
 from .interpreter import semantics
 
 __all__ = ["Chunk", "iter_chunks", "chunk_tokens", "partition", "reassemble", "eager_merge",
