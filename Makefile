@@ -30,5 +30,5 @@ lint-verilog:
 	@if [ -z "$(strip $(VERILOG))" ]; then \
 	    echo "no Verilog to lint: run stepforge compile -o out/ first, or pass VERILOG=..."; \
 	else \
-	    $(PY) -m stepforge.sim.verilator lint $(VERILOG); \
+	    $(PY) -m stepforge.sim.rtl.verilator lint $(VERILOG); \
 	fi
