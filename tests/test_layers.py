@@ -28,6 +28,8 @@ INTERPRETER = ["stepforge.sim", "stepforge.sim.ref"]
 FRONT = ["stepforge.cli", "stepforge.runner", "stepforge.report", "stepforge.loader"]
 HARNESS_ONLY = ["stepforge.sim.rtl", "stepforge.cocotb_tests"]
 ABOVE_HARNESS = ["stepforge.boards"] + FRONT
+#: The modules of boards/ that run the FPGA tools on Verilog.
+FPGA_FLOW = ["build", "devices", "tools", "pins", "netlist", "nextpnr", "sta", "paths", "report"]
 
 #: layer -> (its modules' folder/module prefixes, what it may not import).
 LAYERS = {
@@ -41,9 +43,12 @@ LAYERS = {
     "hardware": (["stepforge.hdl"], LOWERING + ["stepforge.sim"] + HARNESS_ONLY + ABOVE_HARNESS),
     "lowering": (LOWERING, ["stepforge.sim"] + HARNESS_ONLY + ABOVE_HARNESS),
     "harness": (HARNESS_ONLY, ABOVE_HARNESS),
-    "boards": (["stepforge.boards"],
-               ["stepforge.compiler", "stepforge.contract", "stepforge.sim", "stepforge.hdl",
-                "stepforge.cocotb_tests"] + FRONT),
+    # The FPGA flow takes Verilog and knows nothing else of stepforge; the rest of boards/ (board
+    # presets, the host link, its driver) builds on the hardware, the lowering and the harness.
+    "fpga flow": ([f"stepforge.boards.{m}" for m in FPGA_FLOW],
+                  ["stepforge.compiler", "stepforge.contract", "stepforge.sim", "stepforge.hdl",
+                   "stepforge.cocotb_tests", "stepforge.boards.host"] + FRONT),
+    "boards": (["stepforge.boards"], FRONT),
 }
 
 
