@@ -1,0 +1,428 @@
+"""The host link's bridge: frames in from the UART, memory, CSR and start out, replies back."""
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.lib import memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from ...contract import host_protocol as hp
+from ..memory import DebugSignature
+
+__all__ = ["HostBridge", "crc16_step"]
+
+
+def _times(value, k):
+    """``value * k`` for a constant ``k`` as a sum of shifts (no multiplier is inferred)."""
+    terms = [value << i for i in range(k.bit_length()) if k >> i & 1]
+    total = terms[0]
+    for t in terms[1:]:
+        total = total + t
+    return total
+
+
+def crc16_step(crc, byte):
+    """The CRC-16/CCITT-FALSE register after ``byte`` (an Amaranth expression, 8 XOR stages)."""
+    c = crc
+    for i in range(7, -1, -1):
+        feedback = c[15] ^ byte[i]
+        c = (c << 1)[:16] ^ Mux(feedback, hp.CRC_POLY, 0)
+    return c
+
+
+class HostBridge(wiring.Component):
+    """Executes the frames of :mod:`stepforge.contract.host_protocol` on a System's ports.
+
+    Bytes arrive on ``rx``, one per cycle at most. A frame is parsed as it comes; a ``WRITE``'s
+    words go to a buffer of ``max_data`` bytes (one block RAM), and nothing is done before the
+    frame's last byte has arrived and its CRC, command, length and arguments are checked. Then:
+
+    * ``WRITE``: the buffered words go to the memory through ``debug``, one every other cycle;
+    * ``READ``: one word at a time is read through ``debug`` (its data arrives with ``rvalid``)
+      and sent while the next is fetched, so the reply leaves at the line rate;
+    * ``CSR``: one register per 4 bytes sent, through ``csr_addr``/``csr_rdata`` (one cycle);
+    * ``START``: ``start`` pulses for one cycle (once; later ones answer ``STARTED``);
+    * ``STATUS``: ``running``/``done``/``error``/``deadlock`` and the CSRs at ``status_csrs``
+      (cycles, error unit, error code);
+    * ``INFO``: constants.
+
+    A frame whose bytes stop for ``timeout`` cycles is answered ``TIMEOUT``; after any other
+    error the bridge discards bytes until ``timeout`` quiet cycles and then replies (protocol
+    doc). A byte lost to ``rx_error`` (a framing error of the UART) inside a frame makes it
+    ``FRAMING``. The reply is sent on ``tx`` with its CRC computed on the way out.
+
+    Parameters
+    ----------
+    geometry : stepforge.hdl.memory.MemoryGeometry
+        The memory behind ``debug`` (word size, address width, size).
+    status_csrs : (int, int, int)
+        CSR addresses of the cycle counter, the error unit and the error code.
+    timeout : int
+        Cycles of silence that end a frame (``>= 1``).
+    design_id, clock_hz, baud : int
+        Reported by ``INFO`` (32 bits each).
+    max_data : int, default 512
+        Bytes of words in one ``WRITE``/``READ`` (a multiple of the word size).
+
+    Members
+    -------
+    rx : ``In(stream.Signature(8))``
+        Received bytes.
+    rx_error : ``In(1)``
+        A byte was lost (UART framing error or overrun).
+    tx : ``Out(stream.Signature(8))``
+        Reply bytes.
+    debug : ``Out(DebugSignature(geometry))``
+        The memory's word port.
+    csr_addr : ``Out(16)``, csr_rdata : ``In(32)``
+        The System's CSR port.
+    start : ``Out(1)``
+    running, done, error, deadlock : ``In(1)``
+        The System's state.
+    busy : ``Out(1)``
+        A frame is being received, executed or answered.
+    """
+
+    def __init__(self, geometry, *, status_csrs, timeout, design_id=0, clock_hz=0, baud=0,
+                 max_data=hp.MAX_DATA):
+        wb = geometry.word_bytes
+        if isinstance(max_data, bool) or not isinstance(max_data, int) or max_data < wb \
+                or max_data % wb or max_data > 0xFFFF - 8:
+            raise ValueError(f"HostBridge max_data must be a multiple of the word size {wb} "
+                             f"in {wb}..65527, not {max_data!r}")
+        if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 1:
+            raise ValueError(f"HostBridge timeout must be an int >= 1, not {timeout!r}")
+        if len(tuple(status_csrs)) != 3:
+            raise ValueError(f"HostBridge status_csrs must be 3 CSR addresses, not {status_csrs!r}")
+        self.geometry = geometry
+        self.status_csrs = tuple(status_csrs)
+        self.timeout = timeout
+        self.design_id, self.clock_hz, self.baud = design_id, clock_hz, baud
+        self.max_data = max_data
+        super().__init__({
+            "rx": In(stream.Signature(8)),
+            "rx_error": In(1),
+            "tx": Out(stream.Signature(8)),
+            "debug": Out(DebugSignature(geometry)),
+            "csr_addr": Out(16),
+            "csr_rdata": In(32),
+            "start": Out(1),
+            "running": In(1),
+            "done": In(1),
+            "error": In(1),
+            "deadlock": In(1),
+            "busy": Out(1),
+        })
+
+    def __repr__(self):
+        return (f"HostBridge({self.geometry!r}, status_csrs={self.status_csrs!r}, "
+                f"timeout={self.timeout}, design_id={self.design_id}, clock_hz={self.clock_hz}, "
+                f"baud={self.baud}, max_data={self.max_data})")
+
+    @property
+    def info(self):
+        """The :class:`~stepforge.contract.host_protocol.Info` that ``INFO`` reports."""
+        g = self.geometry
+        return hp.Info(hp.VERSION, g.word_bytes, g.addr_bits, self.max_data, self.design_id,
+                       self.clock_hz, self.baud)
+
+    def elaborate(self, platform):
+        m = Module()
+        g = self.geometry
+        wb = g.word_bytes
+        max_words = self.max_data // wb
+        max_len = hp.max_len(self.max_data)
+        S = hp.Status
+        C = hp.Command
+
+        m.submodules.buffer = buf = memory.Memory(shape=g.word_bits, depth=max_words, init=[])
+        wport = buf.write_port()
+        rport = buf.read_port()
+
+        # ---- the frame being received
+        cmd = Signal(8, name="frame_cmd")
+        seq = Signal(8, name="frame_seq")
+        length = Signal(16, name="frame_len")
+        got = Signal(16, name="frame_got")            # payload bytes received
+        arg = Signal(48, name="frame_arg")            # the first 6 payload bytes, LSB first
+        crc = Signal(16, init=hp.CRC_INIT, name="rx_crc")
+        wacc = Signal(g.word_bits, name="write_word")  # a WRITE word being assembled
+        wbyte = Signal(range(max(2, wb)), name="write_byte")
+        nwords = Signal(range(max_words + 1), name="write_words")
+        lost = Signal(name="frame_lost_byte")
+        status = Signal(8, name="reply_status")
+        quiet = Signal(range(self.timeout + 1), name="quiet_cycles")
+        started = Signal(name="started")
+
+        addr = Signal(32, name="arg_addr")
+        count = Signal(16, name="arg_count")
+        m.d.comb += [addr.eq(arg[:32]), count.eq(arg[32:48])]
+        byte = self.rx.payload
+        take = Signal(name="rx_take")
+        m.d.comb += take.eq(self.rx.valid & self.rx.ready)
+
+        # ---- the reply
+        hdr = Signal(range(8), name="reply_header_index")
+        tx_crc = Signal(16, init=hp.CRC_INIT, name="tx_crc")
+        sr_bits = max(g.word_bits, 8 * hp.INFO_BYTES, 8 * hp.STATUS_BYTES, 32)
+        sr = Signal(sr_bits, name="reply_shift")
+        sr_left = Signal(range(sr_bits // 8 + 1), name="reply_shift_bytes")
+        items = Signal(16, name="reply_items")        # words or CSRs still to fetch
+        data_len = Signal(16, name="reply_data_len")
+        cursor = Signal(32, name="reply_cursor")      # next word or CSR address
+        stat = Signal(8 * hp.STATUS_BYTES, name="status_data")
+        widx = Signal(range(max_words + 1), name="exec_index")
+
+        # registered outputs to the System
+        d_addr = Signal(g.addr_bits, name="debug_addr")
+        d_wdata = Signal(g.word_bits, name="debug_wdata")
+        d_we = Signal(name="debug_we")
+        d_re = Signal(name="debug_re")
+        csr_a = Signal(16, name="csr_addr_reg")
+        start = Signal(name="start_pulse")
+        m.d.sync += [d_we.eq(0), d_re.eq(0), start.eq(0)]
+        m.d.comb += [self.debug.addr.eq(d_addr), self.debug.wdata.eq(d_wdata),
+                     self.debug.we.eq(d_we), self.debug.re.eq(d_re), self.csr_addr.eq(csr_a),
+                     self.start.eq(start)]
+
+        sent = Signal(name="tx_sent")
+        m.d.comb += sent.eq(self.tx.valid & self.tx.ready)
+        with m.If(sent):
+            m.d.sync += tx_crc.eq(crc16_step(tx_crc, self.tx.payload))
+
+        # input timeout: cycles since the last byte (while a frame is open or being drained)
+        with m.If(take):
+            m.d.sync += quiet.eq(0)
+        with m.Elif(quiet != self.timeout):
+            m.d.sync += quiet.eq(quiet + 1)
+        timed_out = quiet == self.timeout
+
+        with m.If(self.rx_error):
+            m.d.sync += lost.eq(1)
+
+        def rx_byte():
+            m.d.sync += crc.eq(crc16_step(crc, byte))
+
+        in_range = Signal(name="in_range")
+        m.d.comb += in_range.eq(addr + Mux(cmd == C.WRITE, nwords, count) <= g.size_words)
+
+        info = self.info.pack()
+        info_value = Const(int.from_bytes(info, "little"), 8 * len(info))
+        flags = Cat(self.running, self.done, self.error, self.deadlock, started)
+
+        def reply(code, nbytes=0, items_=0):
+            m.d.sync += [status.eq(code), data_len.eq(nbytes), items.eq(items_), hdr.eq(0),
+                         tx_crc.eq(hp.CRC_INIT), sr_left.eq(0)]
+            m.next = "REPLY_HEADER"
+
+        m.d.comb += self.busy.eq(1)
+        with m.FSM(name="bridge_fsm"):
+            with m.State("HUNT"):
+                m.d.comb += [self.rx.ready.eq(1), self.busy.eq(0)]
+                with m.If(take & (byte == hp.SYNC)):
+                    m.d.sync += [crc.eq(hp.CRC_INIT), lost.eq(0), got.eq(0), wbyte.eq(0),
+                                 nwords.eq(0), arg.eq(0)]
+                    m.next = "CMD"
+            for state, target, nxt in (("CMD", cmd, "SEQ"), ("SEQ", seq, "LEN0")):
+                with m.State(state):
+                    m.d.comb += self.rx.ready.eq(1)
+                    with m.If(take):
+                        rx_byte()
+                        m.d.sync += target.eq(byte)
+                        m.next = nxt
+                    with m.Elif(timed_out):
+                        reply(Mux(lost, S.FRAMING, S.TIMEOUT))
+            with m.State("LEN0"):
+                m.d.comb += self.rx.ready.eq(1)
+                with m.If(take):
+                    rx_byte()
+                    m.d.sync += length[:8].eq(byte)
+                    m.next = "LEN1"
+                with m.Elif(timed_out):
+                    reply(Mux(lost, S.FRAMING, S.TIMEOUT))
+            with m.State("LEN1"):
+                m.d.comb += self.rx.ready.eq(1)
+                with m.If(take):
+                    rx_byte()
+                    m.d.sync += length[8:].eq(byte)
+                    with m.If(Cat(length[:8], byte) > max_len):
+                        m.d.sync += status.eq(S.LENGTH)
+                        m.next = "DRAIN"
+                    with m.Elif(Cat(length[:8], byte) == 0):
+                        m.next = "CRC0"
+                    with m.Else():
+                        m.next = "PAYLOAD"
+                with m.Elif(timed_out):
+                    reply(Mux(lost, S.FRAMING, S.TIMEOUT))
+            with m.State("PAYLOAD"):
+                m.d.comb += self.rx.ready.eq(1)
+                with m.If(take):
+                    rx_byte()
+                    m.d.sync += got.eq(got + 1)
+                    with m.If(got < 6):
+                        with m.Switch(got[:3]):
+                            for i in range(6):
+                                with m.Case(i):
+                                    m.d.sync += arg[8 * i:8 * i + 8].eq(byte)
+                    with m.If((cmd == C.WRITE) & (got >= 4)):
+                        word = Cat(wacc[8:], byte)
+                        m.d.sync += wacc.eq(word)
+                        with m.If(wbyte == wb - 1):
+                            m.d.sync += [wbyte.eq(0), nwords.eq(nwords + 1)]
+                            m.d.comb += [wport.addr.eq(nwords), wport.data.eq(word),
+                                         wport.en.eq(1)]
+                        with m.Else():
+                            m.d.sync += wbyte.eq(wbyte + 1)
+                    with m.If(got + 1 == length):
+                        m.next = "CRC0"
+                with m.Elif(timed_out):
+                    reply(Mux(lost, S.FRAMING, S.TIMEOUT))
+            with m.State("CRC0"):
+                m.d.comb += self.rx.ready.eq(1)
+                with m.If(take):
+                    rx_byte()
+                    m.next = "CRC1"
+                with m.Elif(timed_out):
+                    reply(Mux(lost, S.FRAMING, S.TIMEOUT))
+            with m.State("CRC1"):
+                m.d.comb += self.rx.ready.eq(1)
+                with m.If(take):
+                    rx_byte()
+                    m.next = "CHECK"
+                with m.Elif(timed_out):
+                    reply(Mux(lost, S.FRAMING, S.TIMEOUT))
+            with m.State("CHECK"):
+                def refuse(code):
+                    m.d.sync += status.eq(code)
+                    m.next = "DRAIN"
+                with m.If(lost):
+                    refuse(S.FRAMING)
+                with m.Elif(crc != 0):
+                    refuse(S.CRC)
+                with m.Elif(cmd == C.INFO):
+                    with m.If(length != 0):
+                        refuse(S.LENGTH)
+                    with m.Else():
+                        reply(S.OK, len(info))
+                        m.d.sync += [sr.eq(info_value), sr_left.eq(len(info))]
+                with m.Elif(cmd == C.WRITE):
+                    with m.If((length < 4 + wb) | (wbyte != 0)):
+                        refuse(S.LENGTH)
+                    with m.Elif(~in_range):
+                        refuse(S.RANGE)
+                    with m.Elif(self.running):
+                        refuse(S.BUSY)
+                    with m.Else():
+                        m.d.sync += widx.eq(0)
+                        m.next = "WRITE_FETCH"
+                with m.Elif(cmd == C.READ):
+                    with m.If(length != 6):
+                        refuse(S.LENGTH)
+                    with m.Elif((count == 0) | (count > max_words) | ~in_range):
+                        refuse(S.RANGE)
+                    with m.Elif(self.running):
+                        refuse(S.BUSY)
+                    with m.Else():
+                        m.d.sync += cursor.eq(addr)
+                        reply(S.OK, _times(count, wb), count)
+                with m.Elif(cmd == C.CSR):
+                    with m.If(length != 4):
+                        refuse(S.LENGTH)
+                    with m.Elif((arg[16:32] == 0) | (arg[16:32] > self.max_data // 4)):
+                        refuse(S.RANGE)
+                    with m.Else():
+                        m.d.sync += cursor.eq(arg[:16])
+                        reply(S.OK, arg[16:32] << 2, arg[16:32])
+                with m.Elif(cmd == C.START):
+                    with m.If(length != 0):
+                        refuse(S.LENGTH)
+                    with m.Elif(started):
+                        refuse(S.STARTED)
+                    with m.Else():
+                        m.d.sync += [start.eq(1), started.eq(1)]
+                        reply(S.OK)
+                with m.Elif(cmd == C.STATUS):
+                    with m.If(length != 0):
+                        refuse(S.LENGTH)
+                    with m.Else():
+                        m.d.sync += [csr_a.eq(self.status_csrs[0]), stat[:8].eq(flags)]
+                        m.next = "STATUS_WAIT"
+                with m.Else():
+                    refuse(S.COMMAND)
+            with m.State("DRAIN"):
+                m.d.comb += self.rx.ready.eq(1)
+                with m.If(~take & timed_out):
+                    reply(status)
+            with m.State("WRITE_FETCH"):
+                m.d.comb += rport.addr.eq(widx)
+                m.next = "WRITE_STORE"
+            with m.State("WRITE_STORE"):
+                m.d.sync += [d_addr.eq(addr + widx), d_wdata.eq(rport.data), d_we.eq(1)]
+                m.d.sync += widx.eq(widx + 1)
+                with m.If(widx + 1 == nwords):
+                    reply(S.OK)
+                with m.Else():
+                    m.next = "WRITE_FETCH"
+            # csr_addr is registered: a CSR's value arrives two cycles after it is chosen
+            with m.State("STATUS_WAIT"):
+                m.d.sync += csr_a.eq(self.status_csrs[1])
+                m.next = "STATUS_CYCLES"
+            with m.State("STATUS_CYCLES"):
+                m.d.sync += [csr_a.eq(self.status_csrs[2]), stat[32:64].eq(self.csr_rdata)]
+                m.next = "STATUS_UNIT"
+            with m.State("STATUS_UNIT"):
+                m.d.sync += stat[16:32].eq(self.csr_rdata)
+                m.next = "STATUS_CODE"
+            with m.State("STATUS_CODE"):
+                m.d.sync += [sr.eq(Cat(stat[:8], self.csr_rdata[:8], stat[16:64])),
+                             sr_left.eq(hp.STATUS_BYTES)]
+                reply(S.OK, hp.STATUS_BYTES)
+                m.d.sync += sr_left.eq(hp.STATUS_BYTES)
+            with m.State("REPLY_HEADER"):
+                total = data_len + 1
+                head = [hp.SYNC, cmd | hp.REPLY, seq, total[:8], total[8:], status]
+                m.d.comb += self.tx.valid.eq(1)
+                with m.Switch(hdr):
+                    for i, value in enumerate(head):
+                        with m.Case(i):
+                            m.d.comb += self.tx.payload.eq(value)
+                with m.If(sent):
+                    m.d.sync += hdr.eq(hdr + 1)
+                    with m.If(hdr == 0):
+                        m.d.sync += tx_crc.eq(hp.CRC_INIT)   # the CRC starts after SYNC
+                    with m.If(hdr == len(head) - 1):
+                        with m.If(status != S.OK):
+                            m.d.sync += [items.eq(0), sr_left.eq(0)]
+                        m.next = "REPLY_DATA"
+            with m.State("REPLY_DATA"):
+                with m.If(sr_left != 0):
+                    m.d.comb += [self.tx.valid.eq(1), self.tx.payload.eq(sr[:8])]
+                    with m.If(sent):
+                        m.d.sync += [sr.eq(sr >> 8), sr_left.eq(sr_left - 1)]
+                with m.Elif(items != 0):
+                    with m.If(cmd == C.READ):
+                        m.d.sync += [d_addr.eq(cursor), d_re.eq(1)]
+                        m.next = "REPLY_WORD"
+                    with m.Else():
+                        m.d.sync += csr_a.eq(cursor)
+                        m.next = "REPLY_CSR_WAIT"
+                    m.d.sync += [cursor.eq(cursor + 1), items.eq(items - 1)]
+                with m.Else():
+                    m.d.sync += hdr.eq(0)
+                    m.next = "REPLY_CRC"
+            with m.State("REPLY_WORD"):
+                with m.If(self.debug.rvalid):
+                    m.d.sync += [sr.eq(self.debug.rdata), sr_left.eq(wb)]
+                    m.next = "REPLY_DATA"
+            with m.State("REPLY_CSR_WAIT"):
+                m.next = "REPLY_CSR"
+            with m.State("REPLY_CSR"):
+                m.d.sync += [sr.eq(self.csr_rdata), sr_left.eq(4)]
+                m.next = "REPLY_DATA"
+            with m.State("REPLY_CRC"):
+                m.d.comb += [self.tx.valid.eq(1),
+                             self.tx.payload.eq(Mux(hdr == 0, tx_crc[8:], tx_crc[:8]))]
+                with m.If(sent):
+                    with m.If(hdr == 0):
+                        m.d.sync += [hdr.eq(1), tx_crc.eq(tx_crc)]   # hold: the CRC is sent
+                    with m.Else():
+                        m.next = "HUNT"
+        return m
