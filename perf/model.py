@@ -1,0 +1,161 @@
+"""The cycle-approximate performance model of a compiled program (``docs/perf.md``).
+
+:func:`predict` takes a :class:`~stepforge.compiler.lower.HardwareGraph` and the interpreter's
+run of its program (``keep_edges=True``: every stream's tokens, i.e. every FIFO's beats) and
+times every beat of every FIFO with the units' own parameters (:mod:`stepforge.perf.units`)
+and the memory's arbitration (:mod:`stepforge.perf.memory`), by the max-plus fixed point of
+:mod:`stepforge.perf.engine`. It predicts the run's cycles, each unit's busy and stalled
+fractions and each FIFO's high-water mark: what ``stepforge run`` measures in Verilator.
+"""
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..compiler.ops.memory import Bufferize, Streamify
+from ..sim.ref.interpreter import run
+from .beats import beats_of
+from .engine import Edge, solve
+from .memory import Memory
+from .units import Timing, _pmu, _ReadSide, build_unit
+
+__all__ = ["PerfResult", "predict", "predict_program", "Deadlock"]
+
+
+class Deadlock(Exception):
+    """The model's schedule does not settle: some beat waits, through full and empty FIFOs, on
+    itself. ``edges`` lists the FIFOs on the wait (name, depth, beats)."""
+
+    def __init__(self, message, edges=()):
+        super().__init__(message)
+        self.edges = list(edges)
+
+
+@dataclass
+class PerfResult:
+    """What :func:`predict` returns.
+
+    Attributes
+    ----------
+    cycles : int
+        Predicted cycles of the run (as the system's ``cycles`` counter counts them).
+    units : dict of str to dict
+        ``{unit: {"busy", "stall_in", "stall_out"}}`` as fractions of the run.
+    fifos : dict of str to dict
+        ``{stream: {"depth", "beats", "high_water"}}``.
+    rounds : int
+        Fixed-point rounds the schedule took.
+    seconds : float
+        Time spent in the model (the interpreter's run excluded).
+    edges : dict of str to Edge
+        The timed beats (push and pop cycle of every beat of every FIFO).
+    """
+    cycles: int
+    units: dict
+    fifos: dict
+    rounds: int
+    seconds: float
+    edges: dict = field(default_factory=dict, repr=False)
+
+
+def _high_water(e):
+    if e.n == 0:
+        return 0
+    pops = np.searchsorted(np.sort(e.C), e.P, side="right")
+    return int(min(max((np.arange(1, e.n + 1) - pops).max(), 0), e.depth))
+
+
+def build(hw, ref, timing=None, depths=None):
+    """The edges and actors of ``hw`` on the interpreter's run ``ref``: ``(edges, actors,
+    memory)``. ``depths`` overrides FIFO depths by stream name."""
+    tm = timing or Timing()
+    depths = depths or {}
+    edges = {}
+    by_stream = {}
+    for ei in hw.edges:
+        toks = ref.edges[ei.stream]
+        info = beats_of(toks)
+        e = Edge(ei.name, info.n, depths.get(ei.name, ei.depth), info)
+        edges[ei.name] = e
+        by_stream[ei.stream] = e
+    ins = {u.name: {} for u in hw.units}
+    outs = {u.name: {} for u in hw.units}
+    for ei in hw.edges:
+        outs[ei.src[0]][ei.src[1]] = edges[ei.name]
+        ins[ei.dst[0]][ei.dst[1]] = edges[ei.name]
+    mem = Memory(hw.geometry)
+    # the PMUs: each Bufferize's write side with the read sides (Streamify) of its component
+    pmus = {}
+    for u in hw.units:
+        if isinstance(u.node, Bufferize):
+            readers = []
+            w = _pmu(u, ins[u.name], outs[u.name], tm, readers)
+            pmus[u.node] = w
+            for r in hw.units:
+                if isinstance(r.node, Streamify) and r.component is u.component:
+                    side = _ReadSide(r, ins[r.name], outs[r.name], tm, w.buffer_sizes)
+                    readers.append(side)
+                    pmus[r.node] = side
+    actors = []
+    for u in hw.units:
+        actors += build_unit(u, ins[u.name], outs[u.name], tm, mem, pmus)
+    actors.append(mem)
+    return edges, actors, mem
+
+
+def predict(hw, ref, *, timing=None, depths=None, max_rounds=None):
+    """Predict the Verilated run of ``hw`` (module doc).
+
+    Parameters
+    ----------
+    hw : HardwareGraph
+    ref : stepforge.sim.ref.interpreter.Result
+        The interpreter's run of ``hw.program`` with ``keep_edges=True``.
+    timing : Timing, optional
+    depths : dict of str to int, optional
+        FIFO depths by stream name, instead of the hardware graph's.
+
+    Raises
+    ------
+    Deadlock
+        When the schedule does not settle.
+    """
+    t0 = time.perf_counter()
+    tm = timing or Timing()
+    edges, actors, mem = build(hw, ref, tm, depths)
+    rounds = solve(actors, max_rounds)
+    if rounds is None:
+        stuck = [e for e in edges.values() if e.n and e.P.max() > 1 << 30]
+        raise Deadlock("the schedule does not settle: a deadlock", [
+            (e.name, e.depth, e.n) for e in stuck])
+    by_name = {getattr(a, "name", None): a for a in actors}
+    ends = [a.end() for u in hw.units if u.sink for a in [by_name.get(u.name)] if a is not None]
+    ends = [x for x in ends if x is not None]
+    last_push = max((int(e.P.max()) for e in edges.values() if e.n), default=0)
+    cycles = max(ends + [last_push]) + tm.end
+    units = {}
+    for u in hw.units:
+        a = by_name.get(u.name)
+        if a is None or u.shared and not isinstance(u.node, Streamify):
+            continue
+        busy = a.busy() if hasattr(a, "busy") else 0
+        wi = int(getattr(a, "wait_in", np.zeros(1)).sum())
+        wo = int(getattr(a, "wait_out", np.zeros(1)).sum())
+        units[u.name] = {"kind": u.kind, "busy": min(busy / cycles, 1.0),
+                         "stall_in": min(wi / cycles, 1.0), "stall_out": min(wo / cycles, 1.0)}
+    fifos = {name: {"depth": e.depth, "beats": e.n, "high_water": _high_water(e)}
+             for name, e in edges.items()}
+    return PerfResult(int(cycles), units, fifos, rounds, time.perf_counter() - t0, edges)
+
+
+def predict_program(program, tensors=None, inputs=None, *, config=None, depths=None,
+                    fifo_sizing=None, timing=None):
+    """Lower ``program``, run the interpreter on the lowered program and :func:`predict`:
+    ``(PerfResult, hw, ref)``."""
+    # deferred: the lowering builds the Amaranth units (0.5 s to import)
+    from ..compiler.lower import lower
+    kw = {} if fifo_sizing is None else {"fifo_sizing": fifo_sizing}
+    hw = lower(program, config, depths=depths, **kw)
+    ref = run(hw.program, tensors=tensors, inputs=inputs, keep_edges=True)
+    return predict(hw, ref, timing=timing), hw, ref
