@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 #: Folder -> package (``pyproject.toml``, ``package-dir``).
 FOLDERS = {"compiler": "stepforge.compiler", "contract": "stepforge.contract", "sim": "stepforge.sim",
            "hdl": "stepforge.hdl", "boards": "stepforge.boards", "cocotb_tests": "stepforge.cocotb_tests",
-           "stepforge": "stepforge"}
+           "perf": "stepforge.perf", "stepforge": "stepforge"}
 
 LOWERING = ["stepforge.compiler.lower", "stepforge.compiler.lower_units"]
 INTERPRETER = ["stepforge.sim", "stepforge.sim.ref"]
@@ -43,6 +43,7 @@ LAYERS = {
     "hardware": (["stepforge.hdl"], LOWERING + ["stepforge.sim"] + HARNESS_ONLY + ABOVE_HARNESS),
     "lowering": (LOWERING, ["stepforge.sim"] + HARNESS_ONLY + ABOVE_HARNESS),
     "harness": (HARNESS_ONLY, ABOVE_HARNESS),
+    "perf": (["stepforge.perf"], HARNESS_ONLY + ABOVE_HARNESS),   # beside the harness, no RTL
     # The FPGA flow takes Verilog and knows nothing else of stepforge; the rest of boards/ (board
     # presets, the host link, its driver) builds on the hardware, the lowering and the harness.
     "fpga flow": ([f"stepforge.boards.{m}" for m in FPGA_FLOW],
