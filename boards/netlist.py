@@ -10,7 +10,8 @@ component of its name, when that is one of the top module's instances (the ``$sc
 cells that flattening leaves record them). A cell named after a net of the top module itself
 (start and done logic, the CSR read multiplexer, ...) counts as ``(top)``; the cells of the pin
 wrapper (:mod:`~stepforge.boards.pins`) as ``(pins)``; cells that nextpnr creates without a
-name of the design (constant drivers, feed-through logic cells) as ``(packer)``. A lookup
+name of the design (constant drivers, feed-through logic cells) as ``(packer)``; in a board
+design, the cells outside the system (its host link, clock and reset) as ``(board)``. A lookup
 table that Yosys merged across a unit boundary counts for the unit that owns its output net.
 """
 
@@ -19,9 +20,9 @@ import re
 from collections import Counter
 
 __all__ = ["load_module", "cells_by_type", "instances", "UnitNamer", "param_int", "signal_name",
-           "unit_order", "TOP", "PINS", "PACKER"]
+           "unit_order", "TOP", "PINS", "PACKER", "BOARD"]
 
-TOP, PINS, PACKER = "(top)", "(pins)", "(packer)"
+TOP, PINS, PACKER, BOARD = "(top)", "(pins)", "(packer)", "(board)"
 
 # where a techmapped cell's name stops naming its net: "_TRELLIS_FF_Q_10_DI_LUT4_Z" etc.
 _TECHMAP = re.compile(r"_(?:TRELLIS_[A-Z0-9]+|LUT4|CCU2C|PFUMX|L6MUX21|DP16KD|MULT18X18D|ALU54B"
@@ -78,21 +79,25 @@ class UnitNamer:
     units : set of str
         The design's top-level instance names (:func:`instances`).
     prefix : str
-        The instance path of the design inside a pin wrapper (``"dut."``), or ``""``.
+        The instance path of the design inside a pin wrapper (``"dut."``) or a board top
+        (``"link.system."``), or ``""``.
     wrapper : str, optional
         The pin wrapper's source file: :meth:`count` counts a cell whose ``src`` attribute
         names only that file as ``(pins)`` even if it is named after a net of the design (a
         wrapper flip-flop that drives an input of the design).
+    outside : str
+        The unit of a cell outside ``prefix``: :data:`PINS` (a pin wrapper's) or :data:`BOARD`.
     """
 
-    def __init__(self, units, prefix="", wrapper=None):
+    def __init__(self, units, prefix="", wrapper=None, outside=PINS):
         self.units = set(units)
         self.prefix = prefix
         self.wrapper = wrapper
+        self.outside = outside
 
     def __repr__(self):
         return (f"UnitNamer({sorted(self.units)!r}, prefix={self.prefix!r}, "
-                f"wrapper={self.wrapper!r})")
+                f"wrapper={self.wrapper!r}, outside={self.outside!r})")
 
     def unit(self, cell):
         """The unit that cell ``cell`` belongs to."""
@@ -105,7 +110,7 @@ class UnitNamer:
             return PACKER, cell
         if self.prefix:
             if not cell.startswith(self.prefix):
-                return PINS, signal_name(cell)
+                return self.outside, signal_name(cell)
             cell = cell[len(self.prefix):]
         head, dot, rest = cell.partition(".")
         if dot and head in self.units:

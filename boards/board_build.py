@@ -1,0 +1,169 @@
+"""``stepforge build PROGRAM --board B``: a program's bitstream for a board, and its report.
+
+The board design is the program's :class:`~stepforge.hdl.system.System` (board target,
+elaborated for the board's FPGA family) inside the host link, inside :class:`BoardTop` (the
+board's clock, power-on reset and pins). It is converted with the unit library (each unit,
+FIFO and the memory a cached Verilog module, as ``compile_program`` does), its pins written as
+an LPF or PCF file from the board's amaranth-boards resources
+(:mod:`~stepforge.boards.constraints`), and built by the same flow as ``stepforge build
+--device`` (:func:`~stepforge.boards.build.build`: synthesis, place and route over seeds,
+timing, the unit breakdown, the bitstream) at the board's clock.
+
+Files in the build folder besides the flow's: ``top.lpf``/``top.pcf``, ``manifest.json`` (the
+hardware graph's memory map and CSR addresses, for the host driver) and ``board.json`` (the
+board, its clock and baud, the bitstream), which ``stepforge flash`` reads.
+"""
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from amaranth.hdl import Cat, Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from ..compiler.lower import lower
+from ..hdl.memory import lane_ram_verilog
+from ..hdl.platform import FamilyPlatform
+from ..hdl.system import System
+from ..sim.rtl.separate import UnitLibrary
+from .board_top import BoardTop
+from .build import build
+from .constraints import constraints
+from .nextpnr import DoesNotFit
+from .presets import get_board
+from .tools import BuildError
+
+__all__ = ["BoardBuild", "board_design", "build_board", "main_build", "SYSTEM_PATH"]
+
+#: The instance path of the program's system in the board design (the report's unit rows).
+SYSTEM_PATH = "link.system."
+
+
+class StandInLink(wiring.Component):
+    """Until the UART host link lands: every input of ``system`` shifted in from ``uart_rx``,
+    every output registered and XOR-reduced into ``uart_tx`` (so nothing of the design is
+    optimized away), ``running``, ``done``, ``error`` and ``deadlock`` on ``leds``."""
+
+    uart_rx: In(1)
+    uart_tx: Out(1)
+    leds: Out(4)
+
+    def __init__(self, system):
+        self.system = system
+        super().__init__()
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.system = s = self.system
+        ins = [v for _, member, v in s.signature.flatten(s) if member.flow == In]
+        outs = [v for _, member, v in s.signature.flatten(s) if member.flow == Out]
+        n = len(Cat(*ins))
+        shift = Signal(n, name="shift_in")
+        m.d.sync += shift.eq(Cat(self.uart_rx, shift[:-1]))
+        m.d.comb += Cat(*ins).eq(shift)
+        q = Signal(len(Cat(*outs)), name="outs_q")
+        tx = Signal(name="tx_q")
+        m.d.sync += [q.eq(Cat(*outs)), tx.eq(q.xor())]
+        m.d.comb += [self.uart_tx.eq(tx),
+                     self.leds.eq(Cat(s.running, s.done, s.error, s.deadlock))]
+        return m
+
+
+def board_design(program, board, *, unit_cache=None):
+    """``(hw, system, top, verilog text)`` of ``program`` on ``board`` (module doc)."""
+    board = get_board(board)
+    config = board.config()
+    if config.clock_hz != board.clock_hz:
+        raise ValueError(f"board {board.name!r}: its config's clock_hz {config.clock_hz} is "
+                         f"not the board's clock {board.clock_hz}")
+    hw = lower(program, config)
+    library = UnitLibrary(unit_cache, platform=FamilyPlatform(config.family))
+    system = System(hw, storage="verilog", library=library, target="board")
+    top = BoardTop(board, StandInLink(system))
+    text = library.convert(top, "top")
+    return hw, system, top, text + lane_ram_verilog(zero_init=False, family=config.family)
+
+
+@dataclass
+class BoardBuild:
+    """A board build: the ``board``, the flow's :class:`~stepforge.boards.report.BuildReport`
+    and the build folder."""
+    board: object
+    report: object
+    out_dir: Path
+
+    @property
+    def met(self):
+        """Whether the design meets the board's clock."""
+        return self.report.met
+
+    def text(self):
+        b = self.board
+        pll = (f", PLL from the {b.oscillator_hz / 1e6:g} MHz oscillator" if b.pll
+               else ", the oscillator's, no PLL")
+        head = [f"board {b.name}: {b.title}",
+                f"  clock {b.clock_hz / 1e6:g} MHz{pll}; host link: UART "
+                f"{b.pin(b.uart_rx).site} (rx) / {b.pin(b.uart_tx).site} (tx) at "
+                f"{b.baud:,} baud", ""]
+        r = self.report
+        verdict = ("meets the board's clock" if r.met else
+                   f"does NOT meet the board's clock ({r.fmax_mhz:.1f} < {r.target_mhz:g} MHz)")
+        return "\n".join(head) + r.text() + f"\n\n  {r.name} on {b.name}: {verdict}"
+
+
+def build_board(program, board, *, out_dir, seeds=1, jobs=2, progress=print, unit_cache=None):
+    """Build ``program`` for ``board``: the bitstream and the report (module doc).
+
+    Returns
+    -------
+    BoardBuild
+
+    Raises
+    ------
+    DoesNotFit
+        The design needs more of a resource than the board's FPGA has.
+    BuildError
+        A tool is missing or failed.
+    """
+    board = get_board(board)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    say = progress or (lambda line: None)
+    say(f"converting {program.name} for {board.name} ...")
+    hw, system, top, text = board_design(program, board, unit_cache=unit_cache)
+    (out / "top.v").write_text(text)
+    name, pins = constraints(board, top.pins())
+    (out / name).write_text(pins)
+    manifest = hw.manifest()
+    manifest["csrs"] = system.csr_map
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    report = build(out / "top.v", board.device, out_dir=out, seeds=seeds, jobs=jobs,
+                   freq_mhz=board.clock_hz / 1e6, progress=progress, pins="direct",
+                   name=program.name, constraints=out / name, design_prefix=SYSTEM_PATH,
+                   storage_bits=hw.geometry.size_words * hw.geometry.word_bytes * 8)
+    (out / "board.json").write_text(json.dumps({
+        "board": board.name, "program": program.name, "clock_hz": board.clock_hz,
+        "baud": board.baud, "bitstream": Path(report.bitstream).name if report.bitstream else None,
+        "fmax_mhz": round(report.fmax_mhz, 2), "met": report.met}, indent=1))
+    return BoardBuild(board, report, out)
+
+
+def main_build(program, board, *, out_dir, seeds, jobs):
+    """``stepforge build --board``: build, print the report; the exit status (0: a bitstream
+    that meets the board's clock; 1: it does not fit, does not meet the clock, or a tool
+    failed)."""
+    try:
+        result = build_board(program, board, out_dir=out_dir, seeds=seeds, jobs=jobs)
+    except (DoesNotFit, BuildError, ValueError) as e:
+        print(f"error: {e}")
+        return 1
+    print()
+    print(result.text())
+    print(f"\nwrote {result.out_dir}/board.json, manifest.json, build.json")
+    if not result.met:
+        print(f"error: the bitstream is written but {program.name} does not meet "
+              f"{result.board.name}'s {result.board.clock_hz / 1e6:g} MHz clock: it may not "
+              "work on the board")
+        return 1
+    return 0
