@@ -15,6 +15,7 @@ board, its clock and baud, the bitstream), which ``stepforge flash`` reads.
 """
 
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,7 +31,6 @@ from ..sim.rtl.separate import UnitLibrary
 from .board_top import BoardTop
 from .build import build
 from .constraints import constraints
-from .nextpnr import DoesNotFit
 from .presets import get_board
 from .tools import BuildError
 
@@ -82,7 +82,8 @@ def board_design(program, board, *, unit_cache=None):
     system = System(hw, storage="verilog", library=library, target="board")
     top = BoardTop(board, StandInLink(system))
     text = library.convert(top, "top")
-    return hw, system, top, text + lane_ram_verilog(zero_init=False, family=config.family)
+    return hw, system, top, text + lane_ram_verilog(zero_init=False, family=config.family,
+                                                primitives=config.family == "ecp5")
 
 
 @dataclass
@@ -149,14 +150,23 @@ def build_board(program, board, *, out_dir, seeds=1, jobs=2, progress=print, uni
     return BoardBuild(board, report, out)
 
 
-def main_build(program, board, *, out_dir, seeds, jobs):
+def main_build(program, board, *, out_dir, seeds=3, jobs=2, freq=None):
     """``stepforge build --board``: build, print the report; the exit status (0: a bitstream
     that meets the board's clock; 1: it does not fit, does not meet the clock, or a tool
-    failed)."""
+    failed; 2: a wrong argument)."""
+    try:
+        board = get_board(board)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if freq is not None:
+        print(f"error: --freq does not apply to --board: {board.name}'s clock is its preset's "
+              f"({board.clock_hz / 1e6:g} MHz)", file=sys.stderr)
+        return 2
     try:
         result = build_board(program, board, out_dir=out_dir, seeds=seeds, jobs=jobs)
-    except (DoesNotFit, BuildError, ValueError) as e:
-        print(f"error: {e}")
+    except BuildError as e:      # DoesNotFit is a BuildError
+        print(f"error: {e}", file=sys.stderr)
         return 1
     print()
     print(result.text())
@@ -164,6 +174,6 @@ def main_build(program, board, *, out_dir, seeds, jobs):
     if not result.met:
         print(f"error: the bitstream is written but {program.name} does not meet "
               f"{result.board.name}'s {result.board.clock_hz / 1e6:g} MHz clock: it may not "
-              "work on the board")
+              "work on the board", file=sys.stderr)
         return 1
     return 0

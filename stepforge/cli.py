@@ -4,6 +4,8 @@
 ``stepforge graph PROGRAM.py``   a DOT picture of the program
 ``stepforge run PROGRAM.py``     run on the example's data, check against plain NumPy, report
 ``stepforge build PROGRAM.py --device ecp5-85f|up5k``   synthesize, place and route, FPGA report
+``stepforge build PROGRAM.py --board B``   a board's bitstream and report (docs/boards.md)
+``stepforge flash --board B DIR_OR_BITSTREAM``   load a bitstream with openFPGALoader
 """
 
 import argparse
@@ -103,6 +105,12 @@ def cmd_compile(args):
 
 
 def cmd_build(args):
+    if args.board is not None:
+        from .boards.board_build import main_build  # deferred: Amaranth and amaranth-boards
+        pf = load(args.program)
+        return main_build(pf.build(**_params(args)), args.board, freq=args.freq,
+                          out_dir=args.output or Path("build") / f"{pf.name}-{args.board}",
+                          seeds=args.seeds, jobs=args.jobs)
     from .sim.rtl import compile_program  # deferred: Amaranth, 0.5 s
     pf = load(args.program)
     program = pf.build(**_params(args))
@@ -126,6 +134,11 @@ def cmd_build(args):
     print(report.text())
     print(f"\nwrote {out}/build.json")
     return 0
+
+
+def cmd_flash(args):
+    from .boards.flash import main_flash  # deferred: Amaranth and amaranth-boards
+    return main_flash(args.board, args.path)
 
 
 def main(argv=None):
@@ -159,13 +172,20 @@ def main(argv=None):
     c.add_argument("--config", choices=["sim", "ice40", "ecp5"], default="sim")
     b = add("build", cmd_build, "synthesize, place and route for an FPGA; report resources, "
                                 "Fmax and the worst paths")
-    b.add_argument("--device", required=True, choices=["ecp5-85f", "up5k"])
+    where = b.add_mutually_exclusive_group(required=True)
+    where.add_argument("--device", choices=["ecp5-85f", "up5k"])
+    where.add_argument("--board", help="a board: icebreaker, ulx3s-85f, orangecrab-85f "
+                                       "(docs/boards.md)")
     b.add_argument("-o", "--output", help="build folder (default: build/PROGRAM-DEVICE)")
     b.add_argument("--seeds", type=int, default=3, help="place-and-route seeds (default 3)")
     b.add_argument("--jobs", type=int, default=2, help="place-and-route runs at once (default 2)")
     b.add_argument("--freq", type=float, metavar="MHZ",
                    help="target clock (default: the device preset's clock)")
     b.add_argument("--trace", metavar="T", help="a trace (JSON) supplying parameters")
+    f = sub.add_parser("flash", help="load a bitstream onto a board with openFPGALoader")
+    f.add_argument("--board", required=True, help="icebreaker, ulx3s-85f or orangecrab-85f")
+    f.add_argument("path", help="a build folder (stepforge build --board) or a bitstream")
+    f.set_defaults(fn=cmd_flash)
     args = parser.parse_args(argv)
     if getattr(args, "trace", None):
         args.trace_data = load_trace(args.trace)
