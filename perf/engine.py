@@ -25,6 +25,13 @@ __all__ = ["Edge", "StepSeq", "Actor", "solve", "chain", "NEG"]
 
 #: "No constraint" (far below any cycle).
 NEG = np.int64(-(1 << 40))
+ONES = np.ones(1 << 16, dtype=np.int64)
+#: Passes over a unit's own output loop (its results waiting for room) per update.
+LOCAL_ROUNDS = 64
+
+
+def _ones(n):
+    return ONES[:n] if n <= len(ONES) else np.ones(n, dtype=np.int64)
 
 
 def chain(a, cost):
@@ -46,16 +53,17 @@ class Edge:
         self.P = np.zeros(self.n, dtype=np.int64)
         self.C = np.zeros(self.n, dtype=np.int64)
         self.src = self.dst = None
+        self.version = 0
 
     def __repr__(self):
         return f"Edge({self.name!r}, n={self.n}, depth={self.depth})"
 
-    def room(self, j):
-        """Earliest push time of beats ``j`` allowed by the free entries: ``C[j-depth] + 1``."""
-        k = j - self.depth
-        out = np.full(len(j), NEG, dtype=np.int64)
-        ok = k >= 0
-        out[ok] = self.C[k[ok]] + 1
+    def room(self):
+        """Earliest push time of every beat allowed by the free entries: ``C[j-depth] + 1``."""
+        out = np.full(self.n, NEG, dtype=np.int64)
+        d = self.depth
+        if d < self.n:
+            out[d:] = self.C[:-d] + 1
         return out
 
 
@@ -64,6 +72,7 @@ class Actor:
     any changed."""
 
     name = "?"
+    watch = ()          # objects with a ``version``: the actor is up to date while none changed
 
     def update(self):
         raise NotImplementedError
@@ -95,76 +104,91 @@ class StepSeq(Actor):
     def __init__(self, name, cost, ins=(), outs=(), pop_off=0, t0=0):
         self.name = name
         self.cost = np.asarray(cost, dtype=np.int64)
-        self.S = len(self.cost)
-        self.ins = [(e, np.asarray(i, dtype=np.int64)) for e, i in ins]
-        self.outs = [(e, np.asarray(i, dtype=np.int64),
-                      np.broadcast_to(np.asarray(off, dtype=np.int64), (self.S,)), slack)
-                     for e, i, off, slack in outs]
-        self.pop_off = np.broadcast_to(np.asarray(pop_off, dtype=np.int64), (self.S,))
+        self.S = S = len(self.cost)
+        self.pop_off = np.broadcast_to(np.asarray(pop_off, dtype=np.int64), (S,))
         self.t0 = t0
         self.extra = []             # callables -> array of lower bounds on T
-        self.T = np.zeros(self.S, dtype=np.int64)
-        self.wait_in = np.zeros(self.S, dtype=np.int64)
-        self.wait_out = np.zeros(self.S, dtype=np.int64)
-        for e, idx in self.ins:
+        self.T = np.zeros(S, dtype=np.int64)
+        self.wait_in = np.zeros(S, dtype=np.int64)
+        self.wait_out = np.zeros(S, dtype=np.int64)
+        self.ins, self.outs = [], []
+        for e, idx in ins:
+            idx = np.asarray(idx, dtype=np.int64)
             _check_cover(name, e, idx)
             e.dst = self
-        for e, idx, _, _ in self.outs:
+            self.ins.append((e, np.nonzero(idx >= 0)[0]))
+        for e, idx, off, slack in outs:
+            idx = np.asarray(idx, dtype=np.int64)
             _check_cover(name, e, idx)
             e.src = self
+            steps = np.nonzero(idx >= 0)[0]
+            off = np.broadcast_to(np.asarray(off, dtype=np.int64), (S,))[steps]
+            self.outs.append((e, steps, off, slack))
+        self.watch = [e for e, _ in self.ins] + [e for e, *_ in self.outs]
 
     def __repr__(self):
         return f"StepSeq({self.name!r}, steps={self.S})"
+
+    def _pushes(self, T):
+        """Push times of every output with slack, given the step starts ``T``."""
+        out = []
+        for e, steps, off, slack in self.outs:
+            if slack:
+                out.append(chain(np.maximum(T[steps] + off, e.room()), _ones(e.n)))
+        return out
 
     def update(self):
         S = self.S
         if S == 0:
             return False
         a_in = np.full(S, self.t0, dtype=np.int64)
-        for e, idx in self.ins:
-            m = idx >= 0
-            a_in[m] = np.maximum(a_in[m], e.P[idx[m]] + 1)
-        a_out = np.full(S, NEG, dtype=np.int64)
-        for e, idx, off, slack in self.outs:
-            m = idx >= 0
-            j = idx[m]
-            if slack == 0:
-                bound = e.room(j)
-            else:
-                k = j - slack
-                bound = np.full(len(j), NEG, dtype=np.int64)
-                ok = k >= 0
-                bound[ok] = e.P[k[ok]] - off[m][ok]
-            a_out[m] = np.maximum(a_out[m], bound)
-        a = np.maximum(a_in, a_out)
+        for e, steps in self.ins:
+            a_in[steps] = np.maximum(a_in[steps], e.P + 1)
+        base = a_in.copy()
+        for e, steps, off, slack in self.outs:
+            k = e.depth
+            if not slack and k < e.n:
+                base[steps[k:]] = np.maximum(base[steps[k:]], e.C[:-k] + 1)
         for f in self.extra:
-            a = np.maximum(a, f())
-        T = chain(a, self.cost)
+            base = np.maximum(base, f())
+        held = [(e, steps, off, slack) for e, steps, off, slack in self.outs if slack]
+        pushes = [e.P for e, *_ in held]
+        # the unit's own results waiting for room bound its next steps: solve that loop here
+        for _ in range(LOCAL_ROUNDS):
+            a = base.copy()
+            for (e, steps, off, slack), P in zip(held, pushes):
+                if slack < e.n:
+                    a[steps[slack:]] = np.maximum(a[steps[slack:]], P[:-slack] - off[slack:])
+            T = chain(a, self.cost)
+            new = self._pushes(T)
+            if all(np.array_equal(x, y) for x, y in zip(new, pushes)):
+                break
+            pushes = new
         changed = not np.array_equal(T, self.T)
         self.T = T
         prev = np.empty(S, dtype=np.int64)
         prev[0] = self.t0
         prev[1:] = T[:-1] + self.cost[:-1]
         self.wait_in = np.maximum(a_in - prev, 0)
-        self.wait_out = np.maximum(np.maximum(a_out, a_in) - np.maximum(prev, a_in), 0)
-        for e, idx in self.ins:
-            m = idx >= 0
-            C = T[m] + self.pop_off[m]
-            if not changed and np.array_equal(e.C[idx[m]], C):
-                continue
-            e.C[idx[m]] = C
-            changed = True
-        for e, idx, off, slack in self.outs:
-            m = idx >= 0
-            j = idx[m]
-            if slack == 0:
-                P = T[m]
-            else:
-                ready = np.maximum(T[m] + off[m], e.room(j))
-                P = chain(ready, np.ones(len(j), dtype=np.int64))
-            if not np.array_equal(e.P[j], P):
-                e.P[j] = P
+        self.wait_out = np.maximum(a - np.maximum(prev, a_in), 0)
+        for e, steps in self.ins:
+            C = T[steps] + self.pop_off[steps]
+            if not np.array_equal(e.C, C):
+                e.C = C
+                e.version += 1
                 changed = True
+        for (e, steps, off, slack), P in zip(held, new):
+            if not np.array_equal(e.P, P):
+                e.P = P
+                e.version += 1
+                changed = True
+        for e, steps, off, slack in self.outs:
+            if not slack:
+                P = T[steps]
+                if not np.array_equal(e.P, P):
+                    e.P = P
+                    e.version += 1
+                    changed = True
         return changed
 
     def busy(self):
@@ -185,10 +209,15 @@ def solve(actors, max_rounds=None):
     """Iterate ``actors`` to their least fixed point; return the rounds it took, or None when
     the schedule does not settle (a deadlock: some beat waits on itself)."""
     max_rounds = max_rounds or 8 * len(actors) + 40
+    seen = [None] * len(actors)
     for r in range(1, max_rounds + 1):
         changed = False
-        for a in actors:
+        for i, a in enumerate(actors):
+            key = [o.version for o in a.watch]
+            if key == seen[i] and r > 1:
+                continue
             changed |= bool(a.update())
+            seen[i] = [o.version for o in a.watch]
         if not changed:
             return r
     return None

@@ -96,12 +96,37 @@ def build(hw, ref, timing=None, depths=None):
                 if isinstance(r.node, Streamify) and r.component is u.component:
                     side = _ReadSide(r, ins[r.name], outs[r.name], tm, w.buffer_sizes)
                     readers.append(side)
+                    w.watch.append(side.outs[0][0])      # its releases bound the write side
                     pmus[r.node] = side
     actors = []
     for u in hw.units:
         actors += build_unit(u, ins[u.name], outs[u.name], tm, mem, pmus)
     actors.append(mem)
     return edges, actors, mem
+
+
+def _reset(edges, actors, mem):
+    for e in edges.values():
+        e.P = np.zeros(e.n, dtype=np.int64)
+        e.C = np.zeros(e.n, dtype=np.int64)
+        e.version += 1
+    for a in actors:
+        if hasattr(a, "T"):
+            a.T = np.zeros(len(a.T), dtype=np.int64)
+    mem.reset()
+
+
+def _settle(edges, actors, mem, max_rounds=None):
+    """The fixed point with each client alone at the memory, then again with the memory's lines
+    in the order of that schedule (:mod:`stepforge.perf.memory`)."""
+    mem.order = None
+    rounds = solve(actors, max_rounds)
+    if rounds is None or not any(c.count for c in mem.clients):
+        return rounds
+    mem.set_order()
+    _reset(edges, actors, mem)
+    r = solve(actors, max_rounds)
+    return None if r is None else rounds + r
 
 
 def predict(hw, ref, *, timing=None, depths=None, max_rounds=None):
@@ -124,7 +149,7 @@ def predict(hw, ref, *, timing=None, depths=None, max_rounds=None):
     t0 = time.perf_counter()
     tm = timing or Timing()
     edges, actors, mem = build(hw, ref, tm, depths)
-    rounds = solve(actors, max_rounds)
+    rounds = _settle(edges, actors, mem, max_rounds)
     if rounds is None:
         stuck = [e for e in edges.values() if e.n and e.P.max() > 1 << 30]
         raise Deadlock("the schedule does not settle: a deadlock", [

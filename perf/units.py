@@ -19,7 +19,7 @@ from ..compiler.ops.offchip import (LinearOffChipLoad, LinearOffChipStore, Rando
 from ..compiler.ops.routing import Broadcast, EagerMerge, Parallelize, Partition, Reassemble
 from ..compiler.ops.shape import Promote, RepeatStatic, Reshape
 from .beats import fit, mapping_in, mapping_out
-from .engine import NEG, Actor, StepSeq, chain
+from .engine import LOCAL_ROUNDS, NEG, Actor, StepSeq, _ones, chain
 from .memory import MemoryClient
 
 __all__ = ["build_unit", "Timing"]
@@ -255,35 +255,47 @@ class _Load(Actor):
         self.client = mem.client(self.name, "read", len(self.data), lines)
         self.T = np.zeros(n, dtype=np.int64)
         self.busy_cycles = len(self.data) * lines
+        self.watch = [out, self.client] + ([self.ref] if self.ref is not None else [])
 
     def update(self):
         n = self.out.n
-        a = np.zeros(n, dtype=np.int64)
+        base = np.zeros(n, dtype=np.int64)
         if self.ref_idx is not None:
             m = self.ref_idx >= 0
-            a[m] = np.maximum(a[m], self.ref.P[self.ref_idx[m]] + 1)
-        # a tile takes a slot of the buffer: the tile ``buf`` tiles before it must have left
+            base[m] = np.maximum(base[m], self.ref.P + 1)
         d = self.data
+        room = self.out.room()
+        P = self.out.P
         k = np.arange(len(d)) - self.buf
         ok = k >= 0
-        slot = np.full(len(d), NEG, dtype=np.int64)
-        slot[ok] = self.out.P[d[k[ok]]]
-        a[d] = np.maximum(a[d], slot)
-        T = chain(a, np.ones(n, dtype=np.int64))
+        for _ in range(LOCAL_ROUNDS):
+            # a tile takes a slot of the buffer: the tile ``buf`` tiles before it must have left
+            a = base.copy()
+            a[d[ok]] = np.maximum(a[d[ok]], P[d[k[ok]]])
+            T = chain(a, _ones(n))
+            ready = T + 1
+            # the memory's last grants are a lower bound while the times only grow
+            ready[d] = (np.maximum(self.client.grants(T[d] + self.tm.grant_delay),
+                                   self.client.last) + self.latency + self.tm.load_ready)
+            newP = chain(np.maximum(ready, room), _ones(n))
+            if np.array_equal(newP, P):
+                break
+            P = newP
         changed = not np.array_equal(T, self.T)
         self.T = T
         changed |= self.client.request(T[d] + self.tm.grant_delay)
-        ready = T + 1
         ready[d] = self.client.done() + self.latency + self.tm.load_ready
-        P = chain(np.maximum(ready, self.out.room(np.arange(n))), np.ones(n, dtype=np.int64))
+        P = chain(np.maximum(ready, room), _ones(n))
         if not np.array_equal(P, self.out.P):
             self.out.P = P
+            self.out.version += 1
             changed = True
         if self.ref_idx is not None:
             m = self.ref_idx >= 0
             C = T[m]
-            if not np.array_equal(self.ref.C[self.ref_idx[m]], C):
-                self.ref.C[self.ref_idx[m]] = C
+            if not np.array_equal(self.ref.C, C):
+                self.ref.C = C
+                self.ref.version += 1
                 changed = True
         return changed
 
@@ -316,15 +328,17 @@ class _Store(Actor):
         self.finish = 0
         self.busy_cycles = len(self.data) * lines
         self.node = node
+        self.addr_idx = (mapping_in(self.addr.n, n) if self.addr is not None and self.addr.n <= n
+                         else None)
+        self.watch = [e for e in (self.x, self.addr, self.ack) if e is not None] + [self.client]
 
     def update(self):
         n = self.n
         a = self.x.P + 1
-        if self.addr is not None:
-            ai = mapping_in(self.addr.n, n) if self.addr.n <= n else None
-            if ai is not None:
-                m = ai >= 0
-                a[m] = np.maximum(a[m], self.addr.P[ai[m]] + 1)
+        ai = self.addr_idx
+        if ai is not None:
+            m = ai >= 0
+            a[m] = np.maximum(a[m], self.addr.P + 1)
         d = self.data
         done = self.client.done()
         k = np.arange(len(d)) - self.tm.store_queue
@@ -338,20 +352,23 @@ class _Store(Actor):
         changed |= self.client.request(T[d] + 1)
         if not np.array_equal(self.x.C, T):
             self.x.C = T.copy()
+            self.x.version += 1
             changed = True
-        if self.addr is not None and self.addr.n <= n:
-            ai = mapping_in(self.addr.n, n)
+        if ai is not None:
             m = ai >= 0
-            self.addr.C[ai[m]] = T[m]
+            if not np.array_equal(self.addr.C, T[m]):
+                self.addr.C = T[m]
+                self.addr.version += 1
+                changed = True
         if self.ack is not None:
             ready = T + 1
             ready[d] = done + 1
             idx = mapping_out(self.ack.n, n)
             m = idx >= 0
-            P = chain(np.maximum(ready[m], self.ack.room(idx[m])),
-                      np.ones(int(m.sum()), dtype=np.int64))
-            if not np.array_equal(self.ack.P[idx[m]], P):
-                self.ack.P[idx[m]] = P
+            P = chain(np.maximum(ready[m], self.ack.room()), np.ones(self.ack.n, dtype=np.int64))
+            if not np.array_equal(self.ack.P, P):
+                self.ack.P = P
+                self.ack.version += 1
                 changed = True
         self.finish = int(max(T[-1] + 1, (done.max() + 1) if len(done) else 0))
         return changed
@@ -392,6 +409,7 @@ def _pmu(u, ins, outs, tm, readers):
             a[starts[ok]] = np.maximum(a[starts[ok]], rel[k[ok]] + 1)
         return a
     seq.extra.append(slot_bound)
+    seq.readers = readers
     return seq
 
 
@@ -416,7 +434,8 @@ class _ReadSide(StepSeq):
             first = np.concatenate([[0], np.cumsum(per)[:-1]])
         take = np.zeros(S, dtype=bool)
         take[first[first < S]] = True
-        ins_ = [(bufs, fit(take, bufs.n, S))]
+        bi = fit(take, bufs.n, S)
+        ins_ = [(bufs, bi)]
         if "ref" in ins:
             ins_.append((ins["ref"], mapping_in(ins["ref"].n, S)))
         cost = np.ones(S, dtype=np.int64)
@@ -428,7 +447,6 @@ class _ReadSide(StepSeq):
         self.tm = tm
         self.bufs = bufs
         self.release = np.zeros(len(self.first), dtype=np.int64)
-        bi = self.ins[0][1]
         self.first_take = bi[self.first]
 
         def start_bound():
