@@ -21,7 +21,7 @@ the least fixed point (:func:`solve`); a schedule that does not settle is a dead
 
 import numpy as np
 
-__all__ = ["Edge", "StepSeq", "Actor", "solve", "chain", "NEG"]
+__all__ = ["Edge", "StepSeq", "Actor", "solve", "chain", "same", "NEG"]
 
 #: "No constraint" (far below any cycle).
 NEG = np.int64(-(1 << 40))
@@ -32,6 +32,11 @@ LOCAL_ROUNDS = 64
 
 def _ones(n):
     return ONES[:n] if n <= len(ONES) else np.ones(n, dtype=np.int64)
+
+
+def same(a, b):
+    """Whether two arrays hold the same values (``np.array_equal`` without its overhead)."""
+    return len(a) == len(b) and not (a != b).any()
 
 
 def chain(a, cost):
@@ -161,10 +166,10 @@ class StepSeq(Actor):
                     a[steps[slack:]] = np.maximum(a[steps[slack:]], P[:-slack] - off[slack:])
             T = chain(a, self.cost)
             new = self._pushes(T)
-            if all(np.array_equal(x, y) for x, y in zip(new, pushes)):
+            if all(same(x, y) for x, y in zip(new, pushes)):
                 break
             pushes = new
-        changed = not np.array_equal(T, self.T)
+        changed = not same(T, self.T)
         self.T = T
         prev = np.empty(S, dtype=np.int64)
         prev[0] = self.t0
@@ -173,19 +178,19 @@ class StepSeq(Actor):
         self.wait_out = np.maximum(a - np.maximum(prev, a_in), 0)
         for e, steps in self.ins:
             C = T[steps] + self.pop_off[steps]
-            if not np.array_equal(e.C, C):
+            if not same(e.C, C):
                 e.C = C
                 e.version += 1
                 changed = True
         for (e, steps, off, slack), P in zip(held, new):
-            if not np.array_equal(e.P, P):
+            if not same(e.P, P):
                 e.P = P
                 e.version += 1
                 changed = True
         for e, steps, off, slack in self.outs:
             if not slack:
                 P = T[steps]
-                if not np.array_equal(e.P, P):
+                if not same(e.P, P):
                     e.P = P
                     e.version += 1
                     changed = True
@@ -200,7 +205,7 @@ class StepSeq(Actor):
 
 def _check_cover(name, edge, idx):
     got = idx[idx >= 0]
-    if len(got) != edge.n or (len(got) and not np.array_equal(got, np.arange(edge.n))):
+    if len(got) != edge.n or (len(got) and not same(got, np.arange(edge.n))):
         raise AssertionError(f"{name}: the steps cover beats {got[:8].tolist()}.. of "
                              f"{edge.name} ({edge.n} beats), not each once in order")
 

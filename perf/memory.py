@@ -15,7 +15,7 @@ fixed point cannot iterate on, so the model grants in two passes:
 
 import numpy as np
 
-from .engine import Actor, chain
+from .engine import Actor, chain, same
 
 __all__ = ["Memory", "MemoryClient"]
 
@@ -52,7 +52,7 @@ class MemoryClient:
 
     def request(self, times):
         """Set the request times; whether they changed."""
-        if np.array_equal(times, self.req.times):
+        if same(times, self.req.times):
             return False
         self.req.times = np.asarray(times, dtype=np.int64).copy()
         self.req.version += 1
@@ -119,7 +119,7 @@ class Memory(Actor):
 
     @staticmethod
     def _set(c, last):
-        if np.array_equal(last, c.last):
+        if same(last, c.last):
             return False
         c.last = last
         c.version += 1

@@ -124,6 +124,8 @@ def _settle(edges, actors, mem, max_rounds=None):
     if rounds is None or not any(c.count for c in mem.clients):
         return rounds
     mem.set_order()
+    if not mem.update():
+        return rounds           # the shared grant delays nothing: already the fixed point
     _reset(edges, actors, mem)
     r = solve(actors, max_rounds)
     return None if r is None else rounds + r

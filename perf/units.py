@@ -19,7 +19,7 @@ from ..compiler.ops.offchip import (LinearOffChipLoad, LinearOffChipStore, Rando
 from ..compiler.ops.routing import Broadcast, EagerMerge, Parallelize, Partition, Reassemble
 from ..compiler.ops.shape import Promote, RepeatStatic, Reshape
 from .beats import fit, mapping_in, mapping_out
-from .engine import LOCAL_ROUNDS, NEG, Actor, StepSeq, _ones, chain
+from .engine import LOCAL_ROUNDS, NEG, Actor, StepSeq, _ones, chain, same
 from .memory import MemoryClient
 
 __all__ = ["build_unit", "Timing"]
@@ -278,22 +278,22 @@ class _Load(Actor):
             ready[d] = (np.maximum(self.client.grants(T[d] + self.tm.grant_delay),
                                    self.client.last) + self.latency + self.tm.load_ready)
             newP = chain(np.maximum(ready, room), _ones(n))
-            if np.array_equal(newP, P):
+            if same(newP, P):
                 break
             P = newP
-        changed = not np.array_equal(T, self.T)
+        changed = not same(T, self.T)
         self.T = T
         changed |= self.client.request(T[d] + self.tm.grant_delay)
         ready[d] = self.client.done() + self.latency + self.tm.load_ready
         P = chain(np.maximum(ready, room), _ones(n))
-        if not np.array_equal(P, self.out.P):
+        if not same(P, self.out.P):
             self.out.P = P
             self.out.version += 1
             changed = True
         if self.ref_idx is not None:
             m = self.ref_idx >= 0
             C = T[m]
-            if not np.array_equal(self.ref.C, C):
+            if not same(self.ref.C, C):
                 self.ref.C = C
                 self.ref.version += 1
                 changed = True
@@ -347,16 +347,16 @@ class _Store(Actor):
         q[ok] = done[k[ok]]
         a[d] = np.maximum(a[d], q)
         T = chain(a, np.ones(n, dtype=np.int64))
-        changed = not np.array_equal(T, self.T)
+        changed = not same(T, self.T)
         self.T = T
         changed |= self.client.request(T[d] + 1)
-        if not np.array_equal(self.x.C, T):
+        if not same(self.x.C, T):
             self.x.C = T.copy()
             self.x.version += 1
             changed = True
         if ai is not None:
             m = ai >= 0
-            if not np.array_equal(self.addr.C, T[m]):
+            if not same(self.addr.C, T[m]):
                 self.addr.C = T[m]
                 self.addr.version += 1
                 changed = True
@@ -366,7 +366,7 @@ class _Store(Actor):
             idx = mapping_out(self.ack.n, n)
             m = idx >= 0
             P = chain(np.maximum(ready[m], self.ack.room()), np.ones(self.ack.n, dtype=np.int64))
-            if not np.array_equal(self.ack.P, P):
+            if not same(self.ack.P, P):
                 self.ack.P = P
                 self.ack.version += 1
                 changed = True
