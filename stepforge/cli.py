@@ -68,7 +68,15 @@ def cmd_graph(args):
 
 def cmd_run(args):
     pf = load(args.program)
-    if args.level == "ref":
+    if args.board:
+        if not args.port:
+            print("error: --board needs --port: the board's serial device (e.g. /dev/ttyUSB1), "
+                  "or sim for its design in Verilator", file=sys.stderr)
+            return 2
+        from .runner import run_board  # deferred: Amaranth and the host link
+        ok = run_board(pf, board=args.board, port=args.port, params=_params(args),
+                       seed=args.seed, trace=_trace(args), timeout=args.timeout)
+    elif args.level == "ref":
         from .runner import run_reference  # deferred: Amaranth, 0.5 s
         ok = run_reference(pf, params=_params(args), seed=args.seed, trace=_trace(args))
     else:
@@ -167,6 +175,12 @@ def main(argv=None):
     r.add_argument("--stall", action="store_true", help="random back-pressure on every FIFO and the memory")
     r.add_argument("--watchdog", type=int, default=10_000, help="cycles without progress = deadlock")
     r.add_argument("--waves", action="store_true", help="write dump.vcd")
+    r.add_argument("--board", metavar="B", help="run on board B over its UART host link")
+    r.add_argument("--port", metavar="P",
+                   help="with --board: the serial device (/dev/ttyUSB1), or sim: the board's "
+                        "design in Verilator behind a simulated serial line")
+    r.add_argument("--timeout", type=float, default=60.0,
+                   help="with --board: seconds the run may take (default 60)")
     c = add("compile", cmd_compile, "write Verilog, manifest, DOT picture and symbolic report")
     c.add_argument("-o", "--output", required=True)
     c.add_argument("--config", choices=["sim", "ice40", "ecp5"], default="sim")

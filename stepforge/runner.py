@@ -4,6 +4,8 @@ import time
 
 import numpy as np
 
+from .boards.host import LinkError
+from .boards.host.run import SIM, board_run
 from .compiler.metrics import bind, metrics
 from .compiler.types import Tile
 from .contract.tokens import is_stop, to_beats
@@ -12,7 +14,7 @@ from .report import metrics_report, table
 from .sim.ref.interpreter import run
 from .sim.rtl import deadlock_report, error_report, run_rtl
 
-__all__ = ["compare", "run_reference"]
+__all__ = ["compare", "run_reference", "run_hardware", "run_board", "check_and_report"]
 
 
 def compare(name, got, want):
@@ -142,6 +144,18 @@ def run_hardware(pf, *, params=None, seed=0, trace=None, config=None, stall=Fals
     out(f"{program.name}: {res.status} after {res.csrs['cycles']} cycles "
         f"(compile {res.timings['compile']:.2f} s, build {res.timings['build']:.1f} s, "
         f"simulate {res.timings['simulate']:.2f} s)")
+    speed = None
+    if res.timings.get("run"):
+        speed = (f"Verilator: {res.csrs['cycles'] / res.timings['run']:,.0f} cycles/s over the "
+                 f"run ({res.timings['run']:.2f} s, preload and read-back excluded)")
+    return check_and_report(program, tensors, inputs, res, speed=speed, out=out)
+
+
+def check_and_report(program, tensors, inputs, res, *, speed=None, out=print):
+    """Check a hardware run ``res`` (an ``RTLResult`` or a board's ``BoardResult``) against the
+    interpreter and print the report of ``stepforge run``; ``speed`` is a line printed after
+    the roofline. Counters the design does not have (a board build's per-unit and per-FIFO
+    ones) are left out of the report."""
     if res.status == "deadlock":
         out(deadlock_report(res))
         return False
@@ -193,22 +207,51 @@ def run_hardware(pf, *, params=None, seed=0, trace=None, config=None, stall=Fals
     out(f"cycles {cycles}; roofline bound {bound['bound']} (compute {bound['compute']}, off-chip "
         f"{bound['offchip']}, on-chip {bound['onchip']}); efficiency "
         f"{bound['bound'] / cycles if cycles else 0:.2f}")
-    if res.timings.get("run"):
-        out(f"Verilator: {cycles / res.timings['run']:,.0f} cycles/s over the run "
-            f"({res.timings['run']:.2f} s, preload and read-back excluded)")
+    if speed:
+        out(speed)
     unit_rows = []
     for u in res.hw.units:
-        if u.shared:
+        if u.shared or f"unit.{u.name}.busy" not in res.csrs:
             continue
         c = res.csrs
         busy, sin, sout = (c[f"unit.{u.name}.{k}"] for k in ("busy", "stall_in", "stall_out"))
         unit_rows.append([u.name, u.kind, f"{busy / cycles:.2f}" if cycles else "-",
                           f"{sin / cycles:.2f}" if cycles else "-", f"{sout / cycles:.2f}" if cycles else "-"])
-    out("")
-    out(table(unit_rows, ["unit", "hardware", "busy", "stalled in", "stalled out"]))
-    fifo_rows = [[e.name, e.depth, res.csrs[f"fifo.{e.name}.high_water"]] for e in res.hw.edges]
-    out("")
-    out(table(fifo_rows, ["fifo", "depth", "high water"]))
+    if unit_rows:
+        out("")
+        out(table(unit_rows, ["unit", "hardware", "busy", "stalled in", "stalled out"]))
+    fifo_rows = [[e.name, e.depth, res.csrs[f"fifo.{e.name}.high_water"]] for e in res.hw.edges
+                 if f"fifo.{e.name}.high_water" in res.csrs]
+    if fifo_rows:
+        out("")
+        out(table(fifo_rows, ["fifo", "depth", "high water"]))
     out("")
     out("PASS" if ok else "FAIL")
     return ok
+
+
+def run_board(pf, *, board, port, params=None, seed=0, trace=None, timeout=60.0, out=print):
+    """Run ``pf`` on ``board`` over the UART host link and check it bit for bit as
+    :func:`run_hardware` does, with the board's clock and the wall time. ``port`` is a serial
+    device, or ``"sim"``: the board's own design (bridge included) in Verilator behind a
+    simulated serial line."""
+    program = pf.build(**(params or {}))
+    data = pf.data(program, seed=seed, trace=trace)
+    tensors, inputs = data.get("tensors", {}), data.get("inputs", {})
+    try:
+        spec, res = board_run(program, tensors, inputs, board=board, port=port, timeout=timeout,
+                              progress=lambda msg: out(f"[stepforge] {msg}"))
+    except (LinkError, OSError) as exc:
+        out(f"error: {exc}")
+        return False
+    t, cycles, clock = res.timings, res.csrs["cycles"], spec.clock_hz
+    where = "simulated in Verilator" if port == SIM else port
+    built = (f"compile {t['compile']:.2f} s, build {t['build']:.1f} s, " if "build" in t else "")
+    out(f"{program.name}: {res.status} after {cycles} cycles on {spec.name} ({where}): "
+        f"{cycles / clock * 1e3:.3f} ms at the board's {clock / 1e6:g} MHz; wall time "
+        f"{t['wall']:.2f} s ({built}load {t['load']:.2f} s, run {t['run']:.2f} s, "
+        f"read back {t['read']:.2f} s)")
+    st = res.stats
+    speed = (f"host link: {res.info.baud} baud, {st.frames} frames ({st.sent} bytes out, "
+             f"{st.received} in), {st.retries} retried")
+    return check_and_report(program, tensors, inputs, res, speed=speed, out=out)

@@ -1,0 +1,95 @@
+"""``stepforge run PROGRAM --board B --port P``: a run on a board (or ``--port sim``).
+
+:func:`board_run` resolves the board, lowers the program for its configuration, opens the
+link (a serial device, or :class:`~stepforge.boards.host.sim_port.SimBoard` for ``"sim"``),
+runs it with :func:`~stepforge.boards.host.driver.run_on_board` and returns the
+:class:`~stepforge.boards.host.driver.BoardResult`; the front door checks and reports it as it
+does a Verilator run.
+"""
+
+from dataclasses import dataclass
+
+from amaranth.hdl import Fragment
+
+from ...compiler.lower import lower
+from ...hdl.config import HardwareConfig
+from ...hdl.host_link import HostLinkTop
+from ...hdl.system import System
+from .driver import HostLink, open_serial, run_on_board
+from .sim_port import SimBoard
+
+__all__ = ["BoardSpec", "resolve_board", "board_run", "SIM"]
+
+#: The ``--port`` that runs the board's design in Verilator.
+SIM = "sim"
+#: Boards known without their presets (``boards/presets``): name -> (config, baud).
+_FALLBACK = {"icebreaker": (HardwareConfig.ice40_up5k, 1_000_000),
+             "ulx3s-85f": (HardwareConfig.ecp5_85f, 1_000_000),
+             "orangecrab-85f": (HardwareConfig.ecp5_85f, 1_000_000)}
+
+
+@dataclass
+class BoardSpec:
+    """What a run needs of a board: its name, fitted config, clock and line rate."""
+    name: str
+    config: HardwareConfig
+    clock_hz: int
+    baud: int
+    note: str = ""
+
+
+def resolve_board(name):
+    """The :class:`BoardSpec` of board ``name``, from its preset.
+
+    Raises
+    ------
+    ValueError
+        An unknown board.
+    """
+    try:
+        # the presets are the board layer's other half, built alongside; a tree without them
+        # falls back to the defaults below
+        from ..presets import get_board
+    except ImportError:
+        get_board = None
+    if get_board is not None:
+        board = get_board(name)
+        return BoardSpec(board.name, board.config(), board.clock_hz, board.baud)
+    if name not in _FALLBACK:
+        raise ValueError(f"board must be one of {', '.join(_FALLBACK)}, not {name!r}")
+    make, baud = _FALLBACK[name]
+    config = make()
+    return BoardSpec(name, config, config.clock_hz, baud,
+                     note=f"no board presets: {name} taken as {config.clock_hz / 1e6:g} MHz, "
+                          f"{baud} baud")
+
+
+def board_run(program, tensors, inputs, *, board, port, timeout=60.0, retries=4,
+              progress=None):
+    """Run ``program`` on ``board`` through ``port`` (module doc); return ``(spec, result)``."""
+    say = progress or (lambda msg: None)
+    spec = resolve_board(board)
+    if spec.note:
+        say(spec.note)
+    if port == SIM:
+        sim = SimBoard(program, spec.config, progress=say)
+        try:
+            link = sim.link(retries=retries)
+            say(f"simulated board: {sim.work} (line at {sim.baud} baud, "
+                f"{sim.clocks_per_bit} cycles a bit)")
+            res = run_on_board(link, program, sim.hw, sim.csr_map, tensors, inputs,
+                               timeout=timeout, progress=say)
+        finally:
+            sim.close()
+        res.timings.update(compile=sim.compile_seconds, build=sim.build_seconds)
+        return spec, res
+    hw = lower(program, spec.config)
+    top = HostLinkTop(System(hw, target="board"), clock_hz=spec.clock_hz, baud=spec.baud)
+    Fragment.get(top, None)   # elaborated for the CSR map
+    link = HostLink(open_serial(port, spec.baud), spec.baud, retries=retries)
+    try:
+        res = run_on_board(link, program, hw, top.system.csr_map, tensors, inputs,
+                           timeout=timeout, progress=say)
+    finally:
+        link.port.close()
+    return spec, res

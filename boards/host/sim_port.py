@@ -1,0 +1,163 @@
+"""``--port sim``: a board's own design (bridge included) in Verilator behind a serial port.
+
+:class:`SimBoard` lowers a program for a board's :class:`~stepforge.hdl.config.HardwareConfig`,
+wraps its board-target :class:`~stepforge.hdl.system.System` in the
+:class:`~stepforge.hdl.host_link.HostLinkTop` the board runs (the same design id), builds it with
+Verilator in the simulation shell and runs :mod:`stepforge.cocotb_tests.host_link_tb` in a
+background thread: that testbench bit-bangs a pseudo-terminal into ``uart_rx`` and samples
+``uart_tx`` back. :meth:`SimBoard.open` returns a ``serial.Serial`` on the pseudo-terminal, so the
+host driver (:mod:`stepforge.boards.host.driver`) runs unchanged.
+
+Two things differ from the board, both to keep simulation fast: the line runs at
+``clock_hz / clocks_per_bit`` (default 4 cycles a bit, where a board runs e.g. 12 MHz / 1 Mbaud)
+and the bridge's timeout is ``quiet_bytes`` byte times instead of 20 ms. The program's cycles are
+the board's.
+"""
+
+import json
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from ...compiler.lower import lower
+from ...hdl.host_link import HostLinkTop
+from ...hdl.memory import lane_ram_verilog
+from ...hdl.system import System
+from ...sim.rtl import verilator
+from ...sim.rtl.separate import UnitLibrary
+from ...sim.rtl.shell import shell
+from .driver import HostLink, LinkError, open_serial
+
+__all__ = ["SimBoard", "TESTBENCH"]
+
+#: The cocotb module that serves the simulated line.
+TESTBENCH = "stepforge.cocotb_tests.host_link_tb"
+
+
+class SimBoard:
+    """A Verilated HostLinkTop behind a pseudo-terminal (module doc).
+
+    Parameters
+    ----------
+    program : stepforge.compiler.graph.Program
+    config : HardwareConfig
+        The board's (its ``clock_hz`` is the clock the design is told it runs at).
+    clocks_per_bit : int, default 4
+    quiet_bytes : int, default 16
+        The bridge's timeout in byte times.
+    workdir : path-like, optional
+    progress : callable, optional
+
+    Attributes
+    ----------
+    hw, system, top
+        The lowered program, its System and the HostLinkTop.
+    baud : int
+    stats : dict or None
+        The testbench's log of exchanges (after :meth:`close`).
+    """
+
+    def __init__(self, program, config, *, clocks_per_bit=4, quiet_bytes=16, workdir=None,
+                 progress=None, run_chunk_cycles=2000):
+        self.say = progress or (lambda msg: None)
+        self.clocks_per_bit = clocks_per_bit
+        self.baud = config.clock_hz // clocks_per_bit
+        self.quiet_cycles = quiet_bytes * 10 * clocks_per_bit
+        self.run_chunk_cycles = run_chunk_cycles
+        self.work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="stepforge-sim-board-"))
+        self.work.mkdir(parents=True, exist_ok=True)
+        t0 = time.perf_counter()
+        self.say("lowering and converting the board's design (HostLinkTop) to Verilog")
+        self.hw = lower(program, config)
+        library = UnitLibrary()
+        self.system = System(self.hw, storage="verilog", library=library, target="board")
+        self.top = HostLinkTop(self.system, clock_hz=config.clock_hz, baud=self.baud,
+                               timeout=self.quiet_cycles)
+        text = library.convert(self.top, "top") + lane_ram_verilog(
+            zero_init=True, family=config.family)
+        self.compile_seconds = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        self.shell = shell(text)
+        self.say(f"building with Verilator ({len(text.splitlines())} lines of Verilog)")
+        self.build_dir = verilator.build(text + self.shell.verilog, self.shell.name,
+                                         build_args=self.shell.build_args,
+                                         control=self.shell.control)
+        self.build_seconds = time.perf_counter() - t0
+        self.stats = None
+        self._thread = None
+        self._error = None
+        self._port = None
+
+    def __repr__(self):
+        return f"SimBoard({self.hw.program.name!r}, baud={self.baud})"
+
+    @property
+    def csr_map(self):
+        return self.system.csr_map
+
+    def _job(self):
+        return {"pty": str(self.work / "pty"), "stop": str(self.work / "stop"),
+                "stats": str(self.work / "stats.json"), "period_ns": self.shell.period_ns,
+                "clocks_per_bit": self.clocks_per_bit, "quiet_cycles": self.quiet_cycles,
+                "run_chunk_cycles": self.run_chunk_cycles}
+
+    def start(self, timeout=120.0):
+        """Start the simulation; return the pseudo-terminal's path once it is served."""
+        job = self._job()
+        for key in ("pty", "stop", "stats"):
+            Path(job[key]).unlink(missing_ok=True)
+        (self.work / "job.json").write_text(json.dumps(job))
+
+        def simulate():
+            try:
+                self.result = verilator.run(
+                    self.build_dir, self.shell.name, TESTBENCH, test_dir=self.work,
+                    extra_env={"STEPFORGE_HOSTLINK": str(self.work / "job.json"),
+                               "COCOTB_LOG_LEVEL": "WARNING"})
+            except Exception as exc:     # reported by start() or close() in the caller's thread
+                self._error = exc
+
+        self._thread = threading.Thread(target=simulate, name="stepforge-sim-board", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        pty = Path(job["pty"])
+        while not pty.exists():
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise LinkError(f"the simulated board did not start ({self._error or 'timeout'});"
+                                f" see {self.work}")
+            time.sleep(0.02)
+        return pty.read_text().strip()
+
+    def open(self, **kw):
+        """Start the simulation and open its serial port (``serial.Serial``)."""
+        path = self.start()
+        self._port = open_serial(path, self.baud)
+        return self._port
+
+    def link(self, *, retries=4, port=None):
+        """A :class:`~stepforge.boards.host.driver.HostLink` on the simulated line. Simulated
+        bits are slow in wall time: a byte may take a few milliseconds."""
+        return HostLink(port or self._port or self.open(), self.baud, retries=retries,
+                        timeout=5.0, byte_seconds=0.005)
+
+    def close(self):
+        """Stop the simulation; return the testbench's statistics."""
+        if self._port is not None:
+            self._port.close()
+            self._port = None
+        if self._thread is not None:
+            (self.work / "stop").write_text("")
+            self._thread.join(timeout=120)
+            self._thread = None
+            stats = self.work / "stats.json"
+            self.stats = json.loads(stats.read_text()) if stats.exists() else None
+        if self._error is not None:
+            raise LinkError(f"the simulated board failed: {self._error}")
+        return self.stats
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
