@@ -72,11 +72,26 @@ def _pcu(u, ins, outs, tm):
                     pop_off=cost - 1)]
 
 
-def _generic(u, ins, outs, tm, *, hold=False, cost=1, t0=0, flush=0):
-    S = max([e.n for e in ins.values()] + [e.n for e in outs.values()] + [1]) + flush
-    in_maps = [(e, mapping_in(e.n, S)) for e in ins.values()]
-    slack = tm.hold_slack if hold else 0
-    out_maps = [(e, mapping_out(e.n, S), 1 if hold else 0, slack) for e in outs.values()]
+def _generic(u, ins, outs, tm, *, hold=False, cost=1, t0=0):
+    """A unit of one beat per cycle, inputs and outputs spread evenly over its steps. A unit that
+    looks one beat ahead (``hold``) emits each output one step later, in the step that takes the
+    next input beat (and the last in a step of its own): it holds an element until it sees what
+    follows it."""
+    S0 = max([e.n for e in ins.values()] + [e.n for e in outs.values()] + [1])
+    S = S0 + (1 if hold else 0)
+    in_maps = []
+    for e in ins.values():
+        idx = np.full(S, -1, dtype=np.int64)
+        idx[:S0] = mapping_in(e.n, S0)
+        in_maps.append((e, idx))
+    out_maps = []
+    for e in outs.values():
+        idx = np.full(S, -1, dtype=np.int64)
+        if hold:
+            idx[1:] = mapping_out(e.n, S0)
+        else:
+            idx[:] = mapping_out(e.n, S0)
+        out_maps.append((e, idx, 1 if hold else 0, tm.hold_slack if hold else 0))
     return [StepSeq(u.name, np.full(S, cost, dtype=np.int64), in_maps, out_maps, t0=t0)]
 
 
