@@ -6,7 +6,8 @@ pyserial's ``write``/``read``/``flush``/``in_waiting``/``reset_input_buffer`` (a
 request waits for its reply, matched by sequence number and command and checked by its CRC and
 length; a reply that does not come, comes corrupted, or reports a transmission error (``CRC``,
 ``TIMEOUT``, ``FRAMING``, ``LENGTH``) sends the frame again, at most ``retries`` times, and then
-raises :class:`LinkError`. Every command is idempotent except ``START``, whose retry accepts
+raises :class:`LinkError`; after a missing or corrupted reply the driver first waits for the
+line to go quiet, so the rest of that reply is not read as the next one. Every command is idempotent except ``START``, whose retry accepts
 ``STARTED`` only when an earlier attempt may have reached the board. So a run either returns
 what the board computed or raises: never a wrong answer.
 
@@ -123,6 +124,18 @@ class HostLink:
             self.stats.received += len(chunk)
             self._buf += chunk
 
+    def _drain(self):
+        """Discard input until the line has been quiet for 20 byte times (at least 50 ms): the
+        rest of a corrupted reply must not be read as the start of the next one."""
+        quiet = max(0.05, 20 * self.byte_seconds)
+        last = time.monotonic()
+        limit = last + self.timeout + 2 * (hp.MAX_DATA + 16) * self.byte_seconds
+        while time.monotonic() - last < quiet and time.monotonic() < limit:
+            if self.port.read(max(1, self.port.in_waiting)):
+                last = time.monotonic()
+        self._buf.clear()
+        self.port.reset_input_buffer()
+
     def request(self, cmd, payload=b"", *, reply_bytes=0, accept=(S.OK,)):
         """Send a request and return its reply (a :class:`~stepforge.contract.host_protocol.Frame`
         whose status is in ``accept``), retrying as the module doc says.
@@ -145,8 +158,7 @@ class HostLink:
                                 + nbytes * self.byte_seconds)
             if reply is None:
                 last = f"no valid reply to {C(cmd).name} (seq {seq})"
-                self._buf.clear()
-                self.port.reset_input_buffer()
+                self._drain()
                 continue
             status = reply.status
             if status in accept:

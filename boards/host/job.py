@@ -12,7 +12,10 @@ from ...contract.values import to_value
 from ...hdl.memory import array_from_bytes, array_to_bytes
 from ...sim.rtl.run import _bytes, _pack_stream, _unpack_stream, _words, tensor_rows
 
-__all__ = ["Job", "make_job", "decode"]
+__all__ = ["Job", "make_job", "coalesce", "decode", "MAX_GAP"]
+
+#: Preload regions at most this many words apart are loaded as one (:func:`coalesce`).
+MAX_GAP = 64
 
 
 class Job:
@@ -56,7 +59,20 @@ def make_job(program, hw, tensors, inputs):
             info = hw.streams_out[node.name]
             readback[f"stream:{node.name}"] = (info["base"],
                                                info["max_beats"] * info["words_per_beat"])
-    return Job(preload, readback)
+    return Job(coalesce(preload), readback)
+
+
+def coalesce(preload, max_gap=MAX_GAP):
+    """``preload`` with regions at most ``max_gap`` words apart merged, the gap written with
+    zeros: fewer, fuller frames (a tensor's rows at their pitch are many short regions), and the
+    gaps hold what the simulation's zero-initialized memory holds there."""
+    out = []
+    for base, words in sorted(preload, key=lambda r: r[0]):
+        if out and base - (out[-1][0] + len(out[-1][1])) in range(max_gap + 1):
+            out[-1][1] += [0] * (base - out[-1][0] - len(out[-1][1])) + list(words)
+        else:
+            out.append([base, list(words)])
+    return out
 
 
 def decode(program, hw, words, csrs):

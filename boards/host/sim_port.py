@@ -139,7 +139,7 @@ class SimBoard:
         """A :class:`~stepforge.boards.host.driver.HostLink` on the simulated line. Simulated
         bits are slow in wall time: a byte may take a few milliseconds."""
         return HostLink(port or self._port or self.open(), self.baud, retries=retries,
-                        timeout=5.0, byte_seconds=0.005)
+                        timeout=2.0, byte_seconds=0.005)
 
     def close(self):
         """Stop the simulation; return the testbench's statistics."""
