@@ -19,6 +19,7 @@ program may pin a stream's depth with ``depths={stream: n}``.
 """
 
 import math
+import warnings
 from dataclasses import dataclass, field
 
 from ..contract.beat import beat_layout
@@ -26,13 +27,13 @@ from ..hdl.config import HardwareConfig
 from ..hdl.memory import MemoryGeometry, MemoryPort, TensorPlacement
 from .dims import fmt_shape
 from .errors import LoweringError
+from .fifo_sizing import _looks_ahead, check_deadlocks, lp_depths, unit_timing
 from .graph import Program
 from .metrics import metrics
-from .ops.compute import Accum, Filter, FlatMap
+from .ops.compute import Accum, Filter
 from .ops.io import Input, Output
 from .ops.memory import Bufferize
 from .ops.routing import EagerMerge, Partition
-from .ops.shape import Promote, RepeatStatic, Reshape
 from .passes import insert_broadcasts, tie_off
 from .tiling import TilingError, tile_for_hardware
 from .types import Tile, Tuple
@@ -171,6 +172,8 @@ class HardwareGraph:
     streams_out: dict
     memory_bytes: int
     tiling: str = "not needed"
+    fifo_sizing: dict = field(default_factory=dict)     # {"method", "bits", "fifos": {name: why}}
+    deadlocks: list = field(default_factory=list)       # the static check's findings
 
     def unit(self, name):
         for u in self.units:
@@ -200,6 +203,8 @@ class HardwareGraph:
                       for e in self.edges],
             "metrics": {"offchip_read": str(m.offchip_read), "offchip_write": str(m.offchip_write),
                         "onchip": str(m.onchip), "flops": str(m.flops)},
+            "fifo_sizing": self.fifo_sizing,
+            "static_deadlocks": self.deadlocks,
         }
 
 
@@ -216,15 +221,6 @@ def _hold(node):
             n *= bound
         return n
     return 0
-
-
-def _looks_ahead(node):
-    """Whether the unit of ``node`` holds an element until it sees the next beat (a stop may follow)."""
-    if isinstance(node, Promote):
-        return node.b in (0, node.inputs[0].rank + 1)
-    if isinstance(node, Reshape):
-        return node.b == 0
-    return isinstance(node, (RepeatStatic, FlatMap))
 
 
 def _fifo_depths(program, base, pinned):
@@ -288,7 +284,8 @@ def _fifo_depths(program, base, pinned):
     return depths
 
 
-def lower(program, config=None, *, depths=None, memory_slack_bytes=0, tiling="auto"):
+def lower(program, config=None, *, depths=None, memory_slack_bytes=0, tiling="auto",
+          fifo_sizing="rule", throughput=1.0, deadlock_check="warn"):
     """Lower ``program`` for ``config`` (default :meth:`HardwareConfig.sim`).
 
     Parameters
@@ -305,6 +302,14 @@ def lower(program, config=None, *, depths=None, memory_slack_bytes=0, tiling="au
     config : HardwareConfig, optional
     depths : dict of Stream to int, optional
         FIFO depths that override the sizing rule (e.g. to provoke a deadlock in a test).
+    fifo_sizing : {"rule", "lp"}
+        ``"rule"``: the sizing rule of the module doc; ``"lp"``: the integer program of
+        :mod:`stepforge.compiler.fifo_sizing` (least FIFO bits, ``throughput`` between 0: only
+        deadlock-free, and 1: full rate).
+    deadlock_check : {"warn", "raise", "off"}
+        The static deadlock check (:func:`~stepforge.compiler.fifo_sizing.check_deadlocks`) on
+        the chosen depths: its findings are in ``HardwareGraph.deadlocks`` and the manifest;
+        ``"warn"`` also warns, ``"raise"`` raises :class:`LoweringError`.
 
     Returns
     -------
@@ -315,6 +320,11 @@ def lower(program, config=None, *, depths=None, memory_slack_bytes=0, tiling="au
     config = config or HardwareConfig.sim()
     if tiling not in ("auto", "on", "off"):
         raise ValueError(f"lower(): tiling must be 'auto', 'on' or 'off', not {tiling!r}")
+    if fifo_sizing not in ("rule", "lp"):
+        raise ValueError(f"lower(): fifo_sizing must be 'rule' or 'lp', not {fifo_sizing!r}")
+    if deadlock_check not in ("warn", "raise", "off"):
+        raise ValueError(f"lower(): deadlock_check must be 'warn', 'raise' or 'off', not "
+                         f"{deadlock_check!r}")
     note = "off" if tiling == "off" else "not needed"
     if tiling != "off":
         try:
@@ -414,7 +424,8 @@ def lower(program, config=None, *, depths=None, memory_slack_bytes=0, tiling="au
         units.append(UnitInstance(len(units), node.name, node, comp, memory,
                                   sink=not node.outputs, ports=ports))
     by_node = {u.node: u for u in units}
-    sizes = _fifo_depths(program, config.fifo_depth, depths)
+    sizes, sizing, found = _size_fifos(program, lc, by_node, config, depths, fifo_sizing,
+                                       throughput, deadlock_check)
     cons = program.consumers()
     edges = []
     for s in program.streams:
@@ -424,7 +435,34 @@ def lower(program, config=None, *, depths=None, memory_slack_bytes=0, tiling="au
         edges.append(EdgeInstance(len(edges), s, (src.name, s.node.output_names[s.port]),
                                   (dst.name, reader.input_names[index]), lc.layout(s), sizes[s]))
     return HardwareGraph(program, config, geometry, units, edges, tensors, streams_in,
-                         streams_out, memory_bytes, note)
+                         streams_out, memory_bytes, note, sizing, found)
+
+
+def _size_fifos(program, lc, by_node, config, pinned, method, throughput, check):
+    """FIFO depths by the rule or the integer program, the manifest's record of them, and the
+    static deadlock check's findings."""
+    widths = {s: lc.layout(s).size for s in program.streams}
+    timing = {}
+
+    def timing_of(node):
+        if node not in timing:
+            timing[node] = unit_timing(by_node[node].component, node)
+        return timing[node]
+    if method == "lp":
+        plan = lp_depths(program, widths, timing_of, throughput=throughput, pinned=pinned)
+        sizes = plan.depths
+        record = {"method": "lp", "throughput": throughput, "seconds": round(plan.seconds, 4),
+                  "fifos": {s.name: plan.notes[s] for s in program.streams}}
+    else:
+        sizes = _fifo_depths(program, config.fifo_depth, pinned)
+        record = {"method": "rule", "fifos": {}}
+    record["bits"] = sum(sizes[s] * widths[s] for s in program.streams)
+    found = [] if check == "off" else check_deadlocks(program, sizes, timing_of)
+    if found and check == "raise":
+        raise LoweringError("\n".join(found))
+    if found and check == "warn":
+        warnings.warn("\n".join(found), stacklevel=3)
+    return sizes, record, found
 
 
 def _memory_ports(comp):
