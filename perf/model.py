@@ -177,12 +177,12 @@ def predict(hw, ref, *, timing=None, depths=None, max_rounds=None):
 
 
 def predict_program(program, tensors=None, inputs=None, *, config=None, depths=None,
-                    fifo_sizing=None, timing=None):
+                    fifo_sizing=None, throughput=1.0, timing=None):
     """Lower ``program``, run the interpreter on the lowered program and :func:`predict`:
-    ``(PerfResult, hw, ref)``."""
+    ``(PerfResult, hw, ref)``. ``fifo_sizing`` and ``throughput`` are the lowering's."""
     # deferred: the lowering builds the Amaranth units (0.5 s to import)
     from ..compiler.lower import lower
-    kw = {} if fifo_sizing is None else {"fifo_sizing": fifo_sizing}
+    kw = {} if fifo_sizing is None else {"fifo_sizing": fifo_sizing, "throughput": throughput}
     hw = lower(program, config, depths=depths, **kw)
     ref = run(hw.program, tensors=tensors, inputs=inputs, keep_edges=True)
     return predict(hw, ref, timing=timing), hw, ref

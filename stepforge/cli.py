@@ -1,4 +1,4 @@
-"""The ``stepforge`` command line.
+"""The ``stepforge`` command line (``stepforge sweep PROGRAM.py -p t=4,8,16``: a parameter grid).
 
 ``stepforge check PROGRAM.py``   shapes of every edge, symbols and symbolic metrics
 ``stepforge graph PROGRAM.py``   a DOT picture of the program
@@ -20,7 +20,7 @@ from .compiler.metrics import bind, metrics
 from .compiler.types import int8
 from .hdl.config import HardwareConfig
 from .loader import load, load_trace
-from .report import check_report, metrics_report
+from .report import check_report, metrics_report, table
 from .sim.ref.interpreter import run
 
 
@@ -79,12 +79,28 @@ def cmd_run(args):
     elif args.level == "ref":
         from .runner import run_reference  # deferred: Amaranth, 0.5 s
         ok = run_reference(pf, params=_params(args), seed=args.seed, trace=_trace(args))
+    elif args.level == "perf":
+        from .perf.report import run_perf  # deferred: Amaranth and SciPy
+        ok = run_perf(pf, params=_params(args), seed=args.seed, trace=_trace(args),
+                      config=_config(args), fifo_sizing=args.fifo_sizing)
     else:
         from .runner import run_hardware  # deferred: Amaranth, 0.5 s
         ok = run_hardware(pf, params=_params(args), seed=args.seed, trace=_trace(args),
                           stall=args.stall, watchdog=args.watchdog, waves=args.waves,
                           config=_config(args))
     return 0 if ok else 1
+
+
+def cmd_sweep(args):
+    from .perf.sweep import parse_grid, sweep, write_results  # deferred: Dask, SciPy
+    from .sim.rtl import run_rtl  # deferred: Amaranth; the workers run it for --level rtl
+    points = parse_grid(args.param, dict(_trace(args).get("params", {})) if _trace(args) else {})
+    rows = sweep(args.program, points, level=args.level, load=load, rtl=run_rtl,
+                 workers=args.workers, scheduler=args.scheduler, seed=args.seed,
+                 trace=_trace(args), config=_config(args), fifo_sizing=args.fifo_sizing)
+    print(table([[r.get(k) for k in rows[0]] for r in rows], list(rows[0])))
+    print("wrote " + ", ".join(map(str, write_results(rows, args.output))))
+    return 0 if all(r.get("status") == "done" for r in rows) else 1
 
 
 def _config(args):
@@ -169,8 +185,10 @@ def main(argv=None):
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--trace", metavar="T",
                    help="a trace (JSON) supplying parameters and host inputs, e.g. MoE routing")
-    r.add_argument("--level", choices=["rtl", "ref"], default="rtl",
-                   help="rtl: Verilog in Verilator (default); ref: the reference interpreter only")
+    r.add_argument("--level", choices=["rtl", "ref", "perf"], default="rtl",
+                   help="rtl: Verilog in Verilator (default); ref: the reference interpreter only; "
+                        "perf: the performance model's prediction")
+    r.add_argument("--fifo-sizing", choices=["rule", "lp"], help="FIFO depths (--level perf)")
     r.add_argument("--config", choices=["sim", "ice40", "ecp5"], default="sim")
     r.add_argument("--stall", action="store_true", help="random back-pressure on every FIFO and the memory")
     r.add_argument("--watchdog", type=int, default=10_000, help="cycles without progress = deadlock")
@@ -200,6 +218,16 @@ def main(argv=None):
     f.add_argument("--board", required=True, help="icebreaker, ulx3s-85f or orangecrab-85f")
     f.add_argument("path", help="a build folder (stepforge build --board) or a bitstream")
     f.set_defaults(fn=cmd_flash)
+    w = add("sweep", cmd_sweep, "run a grid of parameters (-p KEY=V1,V2,...) through the model "
+                                "or Verilator on Dask; write a table and a plot")
+    w.add_argument("--level", choices=["perf", "rtl"], default="perf")
+    w.add_argument("--workers", type=int, default=2, help="local Dask workers (0: no Dask)")
+    w.add_argument("--scheduler", metavar="ADDRESS", help="an existing Dask scheduler")
+    w.add_argument("-o", "--output", default="sweep", help="output prefix (.csv, .json, .svg)")
+    w.add_argument("--seed", type=int, default=0)
+    w.add_argument("--trace", metavar="T", help="a trace (JSON) supplying parameters and inputs")
+    w.add_argument("--config", choices=["sim", "ice40", "ecp5"], default="sim")
+    w.add_argument("--fifo-sizing", choices=["rule", "lp"])
     args = parser.parse_args(argv)
     if getattr(args, "trace", None):
         args.trace_data = load_trace(args.trace)
