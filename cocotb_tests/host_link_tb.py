@@ -161,10 +161,15 @@ async def serve(dut):
             last_host = time.monotonic()
             await FallingEdge(dut.clk)
             line.sent(data, get_sim_time("ns"))
-            for byte in data:
-                for bit in [0] + [byte >> i & 1 for i in range(8)] + [1]:
-                    dut.uart_rx.value = bit
-                    await Timer(bit_ns, unit="ns")
+            bits = [b for byte in data for b in [0] + [byte >> i & 1 for i in range(8)] + [1]]
+            k = 0
+            while k < len(bits):            # one wake-up per run of equal bits
+                n = 1
+                while k + n < len(bits) and bits[k + n] == bits[k]:
+                    n += 1
+                dut.uart_rx.value = bits[k]
+                await Timer(n * bit_ns, unit="ns")
+                k += n
             line.last_activity = get_sim_time("ns")
             continue
         now = get_sim_time("ns")

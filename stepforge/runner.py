@@ -246,11 +246,12 @@ def run_board(pf, *, board, port, params=None, seed=0, trace=None, timeout=60.0,
         return False
     t, cycles, clock = res.timings, res.csrs["cycles"], spec.clock_hz
     where = "simulated in Verilator" if port == SIM else port
-    built = (f"compile {t['compile']:.2f} s, build {t['build']:.1f} s, " if "build" in t else "")
+    built = (f"; compile {t['compile']:.2f} s, Verilator build {t['build']:.1f} s"
+             if "build" in t else "")
     out(f"{program.name}: {res.status} after {cycles} cycles on {spec.name} ({where}): "
         f"{cycles / clock * 1e3:.3f} ms at the board's {clock / 1e6:g} MHz; wall time "
-        f"{t['wall']:.2f} s ({built}load {t['load']:.2f} s, run {t['run']:.2f} s, "
-        f"read back {t['read']:.2f} s)")
+        f"{t['wall']:.2f} s (load {t['load']:.2f} s, run {t['run']:.2f} s, read back "
+        f"{t['read']:.2f} s){built}")
     st = res.stats
     speed = (f"host link: {res.info.baud} baud, {st.frames} frames ({st.sent} bytes out, "
              f"{st.received} in), {st.retries} retried")
