@@ -80,9 +80,7 @@ def unit_timing(comp, node):
         return UnitTiming(hold=per + 2)
     if isinstance(node, Broadcast):
         return UnitTiming(latency=1, buffer=getattr(comp, "depth", 2))
-    if _looks_ahead(node):
-        return UnitTiming(latency=1)
-    return UnitTiming()
+    return UnitTiming()      # a look-ahead's wait for the next beat is in the holds
 
 
 @dataclass
@@ -208,6 +206,8 @@ def reconvergences(program, timing):
                     for path, h, hx in my_paths[meet]:
                         beats = H - h - buffer
                         full = beats + -(-max(skew - _path_latency(path, timing), 0) // slow)
+                        # never more than the first rule's hold + 2, which runs at full rate
+                        full = min(full, max(H - h + 2, beats))
                         if full <= 0:
                             continue
                         needs.append(Need(node, meet, o, path, max(beats, 0),
