@@ -1,10 +1,11 @@
 """``stepforge build PROGRAM --board B``: a program's bitstream for a board, and its report.
 
 The board design is the program's :class:`~stepforge.hdl.system.System` (board target,
-elaborated for the board's FPGA family) inside the host link, inside :class:`BoardTop` (the
-board's clock, power-on reset and pins). It is converted with the unit library (each unit,
-FIFO and the memory a cached Verilog module, as ``compile_program`` does), its pins written as
-an LPF or PCF file from the board's amaranth-boards resources
+elaborated for the board's FPGA family) inside the UART host link
+(:class:`~stepforge.hdl.host_link.HostLinkTop`, at the board's clock and baud), inside
+:class:`BoardTop` (the board's clock, power-on reset and pins). It is converted with the unit
+library (each unit, FIFO and the memory a cached Verilog module, as ``compile_program`` does),
+its pins written as an LPF or PCF file from the board's amaranth-boards resources
 (:mod:`~stepforge.boards.constraints`), and built by the same flow as ``stepforge build
 --device`` (:func:`~stepforge.boards.build.build`: synthesis, place and route over seeds,
 timing, the unit breakdown, the bitstream) at the board's clock.
@@ -19,11 +20,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from amaranth.hdl import Cat, Module, Signal
-from amaranth.lib import wiring
-from amaranth.lib.wiring import In, Out
-
 from ..compiler.lower import lower
+from ..hdl.host_link import HostLinkTop
 from ..hdl.memory import lane_ram_verilog
 from ..hdl.platform import FamilyPlatform
 from ..hdl.system import System
@@ -40,36 +38,6 @@ __all__ = ["BoardBuild", "board_design", "build_board", "main_build", "SYSTEM_PA
 SYSTEM_PATH = "link.system."
 
 
-class StandInLink(wiring.Component):
-    """Until the UART host link lands: every input of ``system`` shifted in from ``uart_rx``,
-    every output registered and XOR-reduced into ``uart_tx`` (so nothing of the design is
-    optimized away), ``running``, ``done``, ``error`` and ``deadlock`` on ``leds``."""
-
-    uart_rx: In(1)
-    uart_tx: Out(1)
-    leds: Out(4)
-
-    def __init__(self, system):
-        self.system = system
-        super().__init__()
-
-    def elaborate(self, platform):
-        m = Module()
-        m.submodules.system = s = self.system
-        ins = [v for _, member, v in s.signature.flatten(s) if member.flow == In]
-        outs = [v for _, member, v in s.signature.flatten(s) if member.flow == Out]
-        n = len(Cat(*ins))
-        shift = Signal(n, name="shift_in")
-        m.d.sync += shift.eq(Cat(self.uart_rx, shift[:-1]))
-        m.d.comb += Cat(*ins).eq(shift)
-        q = Signal(len(Cat(*outs)), name="outs_q")
-        tx = Signal(name="tx_q")
-        m.d.sync += [q.eq(Cat(*outs)), tx.eq(q.xor())]
-        m.d.comb += [self.uart_tx.eq(tx),
-                     self.leds.eq(Cat(s.running, s.done, s.error, s.deadlock))]
-        return m
-
-
 def board_design(program, board, *, unit_cache=None):
     """``(hw, system, top, verilog text)`` of ``program`` on ``board`` (module doc)."""
     board = get_board(board)
@@ -80,7 +48,7 @@ def board_design(program, board, *, unit_cache=None):
     hw = lower(program, config)
     library = UnitLibrary(unit_cache, platform=FamilyPlatform(config.family))
     system = System(hw, storage="verilog", library=library, target="board")
-    top = BoardTop(board, StandInLink(system))
+    top = BoardTop(board, HostLinkTop(system, clock_hz=board.clock_hz, baud=board.baud))
     text = library.convert(top, "top")
     return hw, system, top, text + lane_ram_verilog(zero_init=False, family=config.family,
                                                 primitives=config.family == "ecp5")
