@@ -92,9 +92,11 @@ class PCU(wiring.Component):
     cycles after the beat's last step: the first result appears ``ii + latency`` cycles after
     its beat arrives, N beats take ``(N - 1) * ii + 2 + latency`` cycles. ``acc + a @ w`` whose
     accumulator is used only there adds into the accumulator registers themselves (held once).
-    When the output register is full and the output stage has a result, the whole pipeline
-    waits (one enable). ``out.valid`` comes from a register (no path from ``out.ready``); the
-    inputs' ``ready`` depends on their ``valid`` and on ``out.ready``. ``family`` shapes the
+    The output register has a spare behind it (a skid buffer): when the output register is full
+    and the output stage has a result, the result waits in the spare, and the whole pipeline
+    waits (one enable) while the spare is full. The enable is a register, ``out.valid`` comes
+    from a register, and ``out.ready`` reaches only the output register and the spare (no path
+    into the pipeline or to the inputs' ``ready``, which depends on their ``valid`` only). ``family`` shapes the
     datapath for a device (below); elaborated for a platform whose ``family`` is ``"ecp5"`` the
     multipliers are ``MULT18X18D`` with their registers inside
     (:func:`~stepforge.hdl.tile_ops.dsp_family`), with the same cycles.
@@ -649,9 +651,7 @@ class PCU(wiring.Component):
             ctrl["rows"] = self._count
         out_at, busy = run & final, 0
         out_emits = out_at & emit  # the output stage has a beat that emits (a register if L > 0)
-        stages_emits = out_emits
         for k in range(1, self.latency + 1):
-            stages_emits = out_emits  # what the last stage's ``emits`` register is loaded with
             v = Signal(name=f"out_stage{k}")
             e = Signal(name=f"out_stage{k}_emits")
             regs = {f: Signal(Value.cast(x).shape(), name=f"out_stage{k}_{f}", reset_less=True)
@@ -661,17 +661,12 @@ class PCU(wiring.Component):
             out_at, out_emits, ctrl, busy = v, e, regs, busy | v
         done = Signal(name="done")  # the output stage completes a beat
         m.d.comb += done.eq(out_at & pipe_en)
-        out_valid_next = out_valid & ~o.ready | out_emits  # (out_emits & pipe_en, simplified)
-        m.d.sync += out_valid.eq(out_valid_next)
-        if self.latency:
-            # the pipeline stops when an emitting beat meets a full output register: with
-            # both in one register (the next values of each), a LUT of two inputs
-            blocked = Signal(name="blocked")
-            emits_next = Mux(pipe_en, stages_emits, out_emits)
-            m.d.sync += blocked.eq(out_valid_next & emits_next)
-            m.d.comb += pipe_en.eq(~(blocked & ~o.ready))
-        else:
-            m.d.comb += pipe_en.eq(~(out_emits & out_valid & ~o.ready))
+        # the output register has a spare behind it (a skid buffer): a result that meets a full
+        # output register waits in the spare, and the pipeline moves while the spare is empty,
+        # so its one enable is a register and ``out.ready`` reaches only the two registers
+        spare = Signal.like(out_buf, name="out_spare")
+        spare_valid = Signal(name="out_spare_valid")
+        m.d.comb += pipe_en.eq(~spare_valid)
         self._out_rows = ctrl.get("rows")
 
         if self.retile is not None:
@@ -697,25 +692,33 @@ class PCU(wiring.Component):
             issue = Issue(step, all_valid, hd, pipe_en, family, restart, self.ii, step_onehot)
             result_if_data = self._elaborate_graph(m, issue, args, acc_regs)
 
-        # the output beat
-        data = out_buf.data
-        with m.If(out_emits & pipe_en):
-            m.d.sync += out_buf.last.eq(ctrl["last"])
-            if self.mode == "accum":
-                emitted = Signal(name="emit_data")
-                m.d.comb += emitted.eq(ctrl["stop"] >= self.b)
-                m.d.sync += [out_buf.has_data.eq(emitted),
-                             out_buf.stop.eq(0)]
-                with m.If(ctrl["stop"] > self.b):
-                    m.d.sync += out_buf.stop.eq(ctrl["stop"] - self.b)
-                with m.If(ctrl["hd"]):
-                    m.d.sync += self._assign(data, result_if_data, self.out_type)
-                with m.Else():  # merged: a stop-only beat's sum is the accumulator too
-                    m.d.sync += self._assign(data, result_if_data if merged else acc_regs,
-                                             self.out_type)
-            else:
-                m.d.sync += [out_buf.has_data.eq(ctrl["hd"]), out_buf.stop.eq(ctrl["stop"])]
-                m.d.sync += self._assign(data, result_if_data, self.out_type)
+        # the output beat: the output stage's result, into the output register or the spare
+        beat = Signal.like(out_buf, name="out_beat")
+        data = beat.data
+        m.d.comb += beat.last.eq(ctrl["last"])
+        if self.mode == "accum":
+            emitted = Signal(name="emit_data")
+            m.d.comb += [emitted.eq(ctrl["stop"] >= self.b),
+                         beat.has_data.eq(emitted)]
+            with m.If(ctrl["stop"] > self.b):
+                m.d.comb += beat.stop.eq(ctrl["stop"] - self.b)
+            with m.If(ctrl["hd"]):
+                m.d.comb += self._assign(data, result_if_data, self.out_type)
+            with m.Else():  # merged: a stop-only beat's sum is the accumulator too
+                m.d.comb += self._assign(data, result_if_data if merged else acc_regs,
+                                         self.out_type)
+        else:
+            m.d.comb += [beat.has_data.eq(ctrl["hd"]), beat.stop.eq(ctrl["stop"])]
+            m.d.comb += self._assign(data, result_if_data, self.out_type)
+        load = out_emits & pipe_en
+        with m.If(~out_valid | o.ready):
+            m.d.sync += out_valid.eq(spare_valid | load)
+            with m.If(spare_valid):
+                m.d.sync += [out_buf.eq(spare), spare_valid.eq(0)]
+            with m.Elif(load):
+                m.d.sync += out_buf.eq(beat)
+        with m.Elif(load):
+            m.d.sync += [spare.eq(beat), spare_valid.eq(1)]
         if acc_regs is not None and not merged:
             with m.If(done):
                 with m.If(ctrl["stop"] >= self.b):
@@ -727,7 +730,7 @@ class PCU(wiring.Component):
         with m.If(finish & last):
             m.d.sync += ended.eq(1)
         m.d.comb += [
-            self.status.busy.eq(any_valid | out_valid | busy),
+            self.status.busy.eq(any_valid | out_valid | spare_valid | busy),
             self.status.stall_in.eq(~all_valid & ~self.status.error & ~ended),
             self.status.stall_out.eq(out_valid & ~o.ready),
         ]
