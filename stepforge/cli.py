@@ -6,6 +6,7 @@
 ``stepforge build PROGRAM.py --device ecp5-85f|up5k``   synthesize, place and route, FPGA report
 ``stepforge build PROGRAM.py --board B``   a board's bitstream and report (docs/boards.md)
 ``stepforge flash --board B DIR_OR_BITSTREAM``   load a bitstream with openFPGALoader
+``stepforge fuzz --count N --seed S [--stall]``   random programs, interpreter vs Verilator
 """
 
 import argparse
@@ -18,6 +19,7 @@ from .compiler.dot import to_dot
 from .compiler.errors import StepError
 from .compiler.metrics import bind, metrics
 from .compiler.types import int8
+from .fuzz.command import add_arguments as fuzz_arguments, run_command as cmd_fuzz
 from .hdl.config import HardwareConfig
 from .loader import load, load_trace
 from .report import check_report, metrics_report, table
@@ -218,6 +220,9 @@ def main(argv=None):
     f.add_argument("--board", required=True, help="icebreaker, ulx3s-85f or orangecrab-85f")
     f.add_argument("path", help="a build folder (stepforge build --board) or a bitstream")
     f.set_defaults(fn=cmd_flash)
+    z = sub.add_parser("fuzz", help="random programs in the interpreter and Verilator, compared")
+    fuzz_arguments(z)
+    z.set_defaults(fn=cmd_fuzz)
     w = add("sweep", cmd_sweep, "run a grid of parameters (-p KEY=V1,V2,...) through the model "
                                 "or Verilator on Dask; write a table and a plot")
     w.add_argument("--level", choices=["perf", "rtl"], default="perf")
