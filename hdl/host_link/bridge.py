@@ -1,6 +1,6 @@
 """The host link's bridge: frames in from the UART, memory, CSR and start out, replies back."""
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -132,6 +132,7 @@ class HostBridge(wiring.Component):
         max_len = hp.max_len(self.max_data)
         S = hp.Status
         C = hp.Command
+        size_bits = max(1, g.size_words.bit_length())   # an in-range address fits in these
 
         m.submodules.buffer = buf = memory.Memory(shape=g.word_bits, depth=max_words, init=[])
         wport = buf.write_port()
@@ -140,8 +141,8 @@ class HostBridge(wiring.Component):
         # ---- the frame being received
         cmd = Signal(8, name="frame_cmd")
         seq = Signal(8, name="frame_seq")
-        length = Signal(16, name="frame_len")
-        got = Signal(16, name="frame_got")            # payload bytes received
+        length = Signal(range(max_len + 1), name="frame_len")   # longer frames are drained
+        got = Signal(range(max_len + 1), name="frame_got")      # payload bytes received
         arg = Signal(48, name="frame_arg")            # the first 6 payload bytes, LSB first
         crc = Signal(16, init=hp.CRC_INIT, name="rx_crc")
         wacc = Signal(g.word_bits, name="write_word")  # a WRITE word being assembled
@@ -151,24 +152,40 @@ class HostBridge(wiring.Component):
         status = Signal(8, name="reply_status")
         quiet = Signal(range(self.timeout + 1), name="quiet_cycles")
         started = Signal(name="started")
+        # the command, decoded when it arrives
+        is_ = {c: Signal(name=f"is_{c.name.lower()}") for c in C}
 
         addr = Signal(32, name="arg_addr")
         count = Signal(16, name="arg_count")
-        m.d.comb += [addr.eq(arg[:32]), count.eq(arg[32:48])]
+        csr_first = Signal(16, name="arg_csr_first")
+        csr_count = Signal(16, name="arg_csr_count")
+        m.d.comb += [addr.eq(arg[:32]), count.eq(arg[32:48]), csr_first.eq(arg[:16]),
+                     csr_count.eq(arg[16:32])]
         byte = self.rx.payload
         take = Signal(name="rx_take")
         m.d.comb += take.eq(self.rx.valid & self.rx.ready)
 
+        # the checks, computed while the CRC's two bytes arrive, so that the decision after
+        # the last byte reads registers only
+        len_ok = Signal(name="check_length_ok")
+        count_ok = Signal(name="check_count_ok")
+        addr_hi_zero = Signal(name="check_addr_high_zero")
+        end = Signal(size_bits + 1, name="check_end")
+        range_ok = Signal(name="check_range_ok")
+        reply_len = Signal(range(self.max_data + 1), name="check_reply_len")
+
         # ---- the reply
         hdr = Signal(range(8), name="reply_header_index")
         tx_crc = Signal(16, init=hp.CRC_INIT, name="tx_crc")
-        sr_bits = max(g.word_bits, 8 * hp.INFO_BYTES, 8 * hp.STATUS_BYTES, 32)
+        sr_bits = max(g.word_bits, 32)
         sr = Signal(sr_bits, name="reply_shift")
         sr_left = Signal(range(sr_bits // 8 + 1), name="reply_shift_bytes")
-        items = Signal(16, name="reply_items")        # words or CSRs still to fetch
-        data_len = Signal(16, name="reply_data_len")
-        cursor = Signal(32, name="reply_cursor")      # next word or CSR address
+        items = Signal(range(max(max_words, self.max_data // 4) + 1),
+                       name="reply_items")            # words or CSRs still to fetch
+        data_len = Signal(range(self.max_data + 1), name="reply_data_len")
+        cursor = Signal(max(g.addr_bits, 16), name="reply_cursor")   # next word or CSR
         stat = Signal(8 * hp.STATUS_BYTES, name="status_data")
+        tidx = Signal(range(max(hp.INFO_BYTES, hp.STATUS_BYTES)), name="reply_table_index")
         widx = Signal(range(max_words + 1), name="exec_index")
 
         # registered outputs to the System
@@ -183,10 +200,18 @@ class HostBridge(wiring.Component):
                      self.debug.we.eq(d_we), self.debug.re.eq(d_re), self.csr_addr.eq(csr_a),
                      self.start.eq(start)]
 
-        sent = Signal(name="tx_sent")
-        m.d.comb += sent.eq(self.tx.valid & self.tx.ready)
+        # reply bytes leave through a register (out -> tx), refilled while the UART sends
+        out = stream.Signature(8).create(path=("reply",))
+        tx_valid = Signal(name="tx_valid_reg")
+        tx_byte = Signal(8, name="tx_byte_reg")
+        m.d.comb += [self.tx.valid.eq(tx_valid), self.tx.payload.eq(tx_byte),
+                     out.ready.eq(~tx_valid | self.tx.ready)]
+        with m.If(out.ready):
+            m.d.sync += [tx_valid.eq(out.valid), tx_byte.eq(out.payload)]
+        sent = Signal(name="reply_sent")
+        m.d.comb += sent.eq(out.valid & out.ready)
         with m.If(sent):
-            m.d.sync += tx_crc.eq(crc16_step(tx_crc, self.tx.payload))
+            m.d.sync += tx_crc.eq(crc16_step(tx_crc, out.payload))
 
         # input timeout: cycles since the last byte (while a frame is open or being drained)
         with m.If(take):
@@ -201,17 +226,28 @@ class HostBridge(wiring.Component):
         def rx_byte():
             m.d.sync += crc.eq(crc16_step(crc, byte))
 
-        in_range = Signal(name="in_range")
-        m.d.comb += in_range.eq(addr + Mux(cmd == C.WRITE, nwords, count) <= g.size_words)
-
         info = self.info.pack()
-        info_value = Const(int.from_bytes(info, "little"), 8 * len(info))
         flags = Cat(self.running, self.done, self.error, self.deadlock, started)
 
         def reply(code, nbytes=0, items_=0):
             m.d.sync += [status.eq(code), data_len.eq(nbytes), items.eq(items_), hdr.eq(0),
-                         tx_crc.eq(hp.CRC_INIT), sr_left.eq(0)]
+                         tx_crc.eq(hp.CRC_INIT), sr_left.eq(0), tidx.eq(0)]
             m.next = "REPLY_HEADER"
+
+        def receive(state, nxt, action=None, every=()):
+            """A state that takes one byte of the frame (or times out); ``every``: statements
+            for every cycle in the state."""
+            with m.State(state):
+                m.d.sync += every
+                m.d.comb += self.rx.ready.eq(1)
+                with m.If(take):
+                    rx_byte()
+                    if action is not None:
+                        action()
+                    else:
+                        m.next = nxt
+                with m.Elif(timed_out):
+                    reply(Mux(lost, S.FRAMING, S.TIMEOUT))
 
         m.d.comb += self.busy.eq(1)
         with m.FSM(name="bridge_fsm"):
@@ -221,74 +257,67 @@ class HostBridge(wiring.Component):
                     m.d.sync += [crc.eq(hp.CRC_INIT), lost.eq(0), got.eq(0), wbyte.eq(0),
                                  nwords.eq(0), arg.eq(0)]
                     m.next = "CMD"
-            for state, target, nxt in (("CMD", cmd, "SEQ"), ("SEQ", seq, "LEN0")):
-                with m.State(state):
-                    m.d.comb += self.rx.ready.eq(1)
-                    with m.If(take):
-                        rx_byte()
-                        m.d.sync += target.eq(byte)
-                        m.next = nxt
-                    with m.Elif(timed_out):
-                        reply(Mux(lost, S.FRAMING, S.TIMEOUT))
-            with m.State("LEN0"):
-                m.d.comb += self.rx.ready.eq(1)
-                with m.If(take):
-                    rx_byte()
-                    m.d.sync += length[:8].eq(byte)
-                    m.next = "LEN1"
-                with m.Elif(timed_out):
-                    reply(Mux(lost, S.FRAMING, S.TIMEOUT))
-            with m.State("LEN1"):
-                m.d.comb += self.rx.ready.eq(1)
-                with m.If(take):
-                    rx_byte()
-                    m.d.sync += length[8:].eq(byte)
-                    with m.If(Cat(length[:8], byte) > max_len):
-                        m.d.sync += status.eq(S.LENGTH)
-                        m.next = "DRAIN"
-                    with m.Elif(Cat(length[:8], byte) == 0):
-                        m.next = "CRC0"
+
+            def take_cmd():
+                m.d.sync += [cmd.eq(byte)] + [is_[c].eq(byte == c) for c in C]
+                m.next = "SEQ"
+            receive("CMD", "SEQ", take_cmd)
+
+            def take_seq():
+                m.d.sync += seq.eq(byte)
+                m.next = "LEN0"
+            receive("SEQ", "LEN0", take_seq)
+
+            def take_len0():
+                m.d.sync += length[:8].eq(byte)
+                m.next = "LEN1"
+            receive("LEN0", "LEN1", take_len0)
+
+            def take_len1():
+                n = Cat(length[:8], byte)
+                m.d.sync += length[8:].eq(byte)
+                with m.If(n > max_len):
+                    m.d.sync += status.eq(S.LENGTH)
+                    m.next = "DRAIN"
+                with m.Elif(n == 0):
+                    m.next = "CRC0"
+                with m.Else():
+                    m.next = "PAYLOAD"
+            receive("LEN1", "PAYLOAD", take_len1)
+
+            def take_payload():
+                m.d.sync += got.eq(got + 1)
+                with m.Switch(got):
+                    for i in range(6):
+                        with m.Case(i):
+                            m.d.sync += arg[8 * i:8 * i + 8].eq(byte)
+                with m.If(is_[C.WRITE] & (got >= 4)):
+                    word = Cat(wacc[8:], byte)
+                    m.d.sync += wacc.eq(word)
+                    with m.If(wbyte == wb - 1):
+                        m.d.sync += [wbyte.eq(0), nwords.eq(nwords + 1)]
+                        m.d.comb += [wport.addr.eq(nwords), wport.data.eq(word),
+                                     wport.en.eq(1)]
                     with m.Else():
-                        m.next = "PAYLOAD"
-                with m.Elif(timed_out):
-                    reply(Mux(lost, S.FRAMING, S.TIMEOUT))
-            with m.State("PAYLOAD"):
-                m.d.comb += self.rx.ready.eq(1)
-                with m.If(take):
-                    rx_byte()
-                    m.d.sync += got.eq(got + 1)
-                    with m.If(got < 6):
-                        with m.Switch(got[:3]):
-                            for i in range(6):
-                                with m.Case(i):
-                                    m.d.sync += arg[8 * i:8 * i + 8].eq(byte)
-                    with m.If((cmd == C.WRITE) & (got >= 4)):
-                        word = Cat(wacc[8:], byte)
-                        m.d.sync += wacc.eq(word)
-                        with m.If(wbyte == wb - 1):
-                            m.d.sync += [wbyte.eq(0), nwords.eq(nwords + 1)]
-                            m.d.comb += [wport.addr.eq(nwords), wport.data.eq(word),
-                                         wport.en.eq(1)]
-                        with m.Else():
-                            m.d.sync += wbyte.eq(wbyte + 1)
-                    with m.If(got + 1 == length):
-                        m.next = "CRC0"
-                with m.Elif(timed_out):
-                    reply(Mux(lost, S.FRAMING, S.TIMEOUT))
-            with m.State("CRC0"):
-                m.d.comb += self.rx.ready.eq(1)
-                with m.If(take):
-                    rx_byte()
-                    m.next = "CRC1"
-                with m.Elif(timed_out):
-                    reply(Mux(lost, S.FRAMING, S.TIMEOUT))
-            with m.State("CRC1"):
-                m.d.comb += self.rx.ready.eq(1)
-                with m.If(take):
-                    rx_byte()
-                    m.next = "CHECK"
-                with m.Elif(timed_out):
-                    reply(Mux(lost, S.FRAMING, S.TIMEOUT))
+                        m.d.sync += wbyte.eq(wbyte + 1)
+                with m.If(got + 1 == length):
+                    m.next = "CRC0"
+            receive("PAYLOAD", "CRC0", take_payload)
+
+            # the arguments are complete from here on
+            receive("CRC0", "CRC1", every=[
+                len_ok.eq(Mux(is_[C.WRITE], (length >= 4 + wb) & (wbyte == 0),
+                          Mux(is_[C.READ], length == 6,
+                          Mux(is_[C.CSR], length == 4, length == 0)))),
+                count_ok.eq(Mux(is_[C.READ], (count != 0) & (count <= max_words),
+                            Mux(is_[C.CSR], (csr_count != 0)
+                                & (csr_count <= self.max_data // 4), 1))),
+                addr_hi_zero.eq(addr[size_bits:] == 0),
+                end.eq(addr[:size_bits] + Mux(is_[C.WRITE], nwords, count)),
+                reply_len.eq(Mux(is_[C.CSR], csr_count << 2, _times(count, wb))),
+            ])
+            receive("CRC1", "CHECK", every=[range_ok.eq(addr_hi_zero & (end <= g.size_words))])
+
             with m.State("CHECK"):
                 def refuse(code):
                     m.d.sync += status.eq(code)
@@ -297,56 +326,33 @@ class HostBridge(wiring.Component):
                     refuse(S.FRAMING)
                 with m.Elif(crc != 0):
                     refuse(S.CRC)
-                with m.Elif(cmd == C.INFO):
-                    with m.If(length != 0):
-                        refuse(S.LENGTH)
-                    with m.Else():
-                        reply(S.OK, len(info))
-                        m.d.sync += [sr.eq(info_value), sr_left.eq(len(info))]
-                with m.Elif(cmd == C.WRITE):
-                    with m.If((length < 4 + wb) | (wbyte != 0)):
-                        refuse(S.LENGTH)
-                    with m.Elif(~in_range):
-                        refuse(S.RANGE)
-                    with m.Elif(self.running):
-                        refuse(S.BUSY)
-                    with m.Else():
-                        m.d.sync += widx.eq(0)
-                        m.next = "WRITE_FETCH"
-                with m.Elif(cmd == C.READ):
-                    with m.If(length != 6):
-                        refuse(S.LENGTH)
-                    with m.Elif((count == 0) | (count > max_words) | ~in_range):
-                        refuse(S.RANGE)
-                    with m.Elif(self.running):
-                        refuse(S.BUSY)
-                    with m.Else():
-                        m.d.sync += cursor.eq(addr)
-                        reply(S.OK, _times(count, wb), count)
-                with m.Elif(cmd == C.CSR):
-                    with m.If(length != 4):
-                        refuse(S.LENGTH)
-                    with m.Elif((arg[16:32] == 0) | (arg[16:32] > self.max_data // 4)):
-                        refuse(S.RANGE)
-                    with m.Else():
-                        m.d.sync += cursor.eq(arg[:16])
-                        reply(S.OK, arg[16:32] << 2, arg[16:32])
-                with m.Elif(cmd == C.START):
-                    with m.If(length != 0):
-                        refuse(S.LENGTH)
-                    with m.Elif(started):
-                        refuse(S.STARTED)
-                    with m.Else():
-                        m.d.sync += [start.eq(1), started.eq(1)]
-                        reply(S.OK)
-                with m.Elif(cmd == C.STATUS):
-                    with m.If(length != 0):
-                        refuse(S.LENGTH)
-                    with m.Else():
-                        m.d.sync += [csr_a.eq(self.status_csrs[0]), stat[:8].eq(flags)]
-                        m.next = "STATUS_WAIT"
-                with m.Else():
+                with m.Elif(~Cat(*is_.values()).any()):
                     refuse(S.COMMAND)
+                with m.Elif(~len_ok):
+                    refuse(S.LENGTH)
+                with m.Elif(~count_ok | ((is_[C.READ] | is_[C.WRITE]) & ~range_ok)):
+                    refuse(S.RANGE)
+                with m.Elif((is_[C.READ] | is_[C.WRITE]) & self.running):
+                    refuse(S.BUSY)
+                with m.Elif(is_[C.START] & started):
+                    refuse(S.STARTED)
+                with m.Elif(is_[C.INFO]):
+                    reply(S.OK, len(info))
+                with m.Elif(is_[C.WRITE]):
+                    m.d.sync += widx.eq(0)
+                    m.next = "WRITE_FETCH"
+                with m.Elif(is_[C.READ]):
+                    m.d.sync += cursor.eq(addr)
+                    reply(S.OK, reply_len, count)
+                with m.Elif(is_[C.CSR]):
+                    m.d.sync += cursor.eq(csr_first)
+                    reply(S.OK, reply_len, csr_count)
+                with m.Elif(is_[C.START]):
+                    m.d.sync += [start.eq(1), started.eq(1)]
+                    reply(S.OK)
+                with m.Else():     # STATUS
+                    m.d.sync += [csr_a.eq(self.status_csrs[0]), stat[:8].eq(flags)]
+                    m.next = "STATUS_WAIT"
             with m.State("DRAIN"):
                 m.d.comb += self.rx.ready.eq(1)
                 with m.If(~take & timed_out):
@@ -355,8 +361,8 @@ class HostBridge(wiring.Component):
                 m.d.comb += rport.addr.eq(widx)
                 m.next = "WRITE_STORE"
             with m.State("WRITE_STORE"):
-                m.d.sync += [d_addr.eq(addr + widx), d_wdata.eq(rport.data), d_we.eq(1)]
-                m.d.sync += widx.eq(widx + 1)
+                m.d.sync += [d_addr.eq(addr + widx), d_wdata.eq(rport.data), d_we.eq(1),
+                             widx.eq(widx + 1)]
                 with m.If(widx + 1 == nwords):
                     reply(S.OK)
                 with m.Else():
@@ -372,33 +378,49 @@ class HostBridge(wiring.Component):
                 m.d.sync += stat[16:32].eq(self.csr_rdata)
                 m.next = "STATUS_CODE"
             with m.State("STATUS_CODE"):
-                m.d.sync += [sr.eq(Cat(stat[:8], self.csr_rdata[:8], stat[16:64])),
-                             sr_left.eq(hp.STATUS_BYTES)]
+                m.d.sync += stat[8:16].eq(self.csr_rdata[:8])
                 reply(S.OK, hp.STATUS_BYTES)
-                m.d.sync += sr_left.eq(hp.STATUS_BYTES)
             with m.State("REPLY_HEADER"):
                 total = data_len + 1
                 head = [hp.SYNC, cmd | hp.REPLY, seq, total[:8], total[8:], status]
-                m.d.comb += self.tx.valid.eq(1)
+                m.d.comb += out.valid.eq(1)
                 with m.Switch(hdr):
                     for i, value in enumerate(head):
                         with m.Case(i):
-                            m.d.comb += self.tx.payload.eq(value)
+                            m.d.comb += out.payload.eq(value)
                 with m.If(sent):
                     m.d.sync += hdr.eq(hdr + 1)
                     with m.If(hdr == 0):
                         m.d.sync += tx_crc.eq(hp.CRC_INIT)   # the CRC starts after SYNC
                     with m.If(hdr == len(head) - 1):
                         with m.If(status != S.OK):
-                            m.d.sync += [items.eq(0), sr_left.eq(0)]
-                        m.next = "REPLY_DATA"
+                            m.d.sync += hdr.eq(0)
+                            m.next = "REPLY_CRC"
+                        with m.Elif(is_[C.INFO] | is_[C.STATUS]):
+                            m.next = "REPLY_TABLE"
+                        with m.Else():
+                            m.next = "REPLY_DATA"
+            with m.State("REPLY_TABLE"):
+                # INFO's constants or STATUS's register, byte by byte
+                m.d.comb += out.valid.eq(1)
+                with m.Switch(tidx):
+                    for i in range(max(len(info), hp.STATUS_BYTES)):
+                        with m.Case(i):
+                            st = stat[8 * i:8 * i + 8] if i < hp.STATUS_BYTES else 0
+                            inf = info[i] if i < len(info) else 0
+                            m.d.comb += out.payload.eq(Mux(is_[C.INFO], inf, st))
+                with m.If(sent):
+                    m.d.sync += tidx.eq(tidx + 1)
+                    with m.If(tidx == Mux(is_[C.INFO], len(info), hp.STATUS_BYTES) - 1):
+                        m.d.sync += hdr.eq(0)
+                        m.next = "REPLY_CRC"
             with m.State("REPLY_DATA"):
                 with m.If(sr_left != 0):
-                    m.d.comb += [self.tx.valid.eq(1), self.tx.payload.eq(sr[:8])]
+                    m.d.comb += [out.valid.eq(1), out.payload.eq(sr[:8])]
                     with m.If(sent):
                         m.d.sync += [sr.eq(sr >> 8), sr_left.eq(sr_left - 1)]
                 with m.Elif(items != 0):
-                    with m.If(cmd == C.READ):
+                    with m.If(is_[C.READ]):
                         m.d.sync += [d_addr.eq(cursor), d_re.eq(1)]
                         m.next = "REPLY_WORD"
                     with m.Else():
@@ -418,8 +440,8 @@ class HostBridge(wiring.Component):
                 m.d.sync += [sr.eq(self.csr_rdata), sr_left.eq(4)]
                 m.next = "REPLY_DATA"
             with m.State("REPLY_CRC"):
-                m.d.comb += [self.tx.valid.eq(1),
-                             self.tx.payload.eq(Mux(hdr == 0, tx_crc[8:], tx_crc[:8]))]
+                m.d.comb += [out.valid.eq(1),
+                             out.payload.eq(Mux(hdr == 0, tx_crc[8:], tx_crc[:8]))]
                 with m.If(sent):
                     with m.If(hdr == 0):
                         m.d.sync += [hdr.eq(1), tx_crc.eq(tx_crc)]   # hold: the CRC is sent
