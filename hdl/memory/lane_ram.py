@@ -58,7 +58,7 @@ def organize(family, width, depth):
     return LaneOrganization(width, depth, 1)
 
 
-def lane_ram_verilog(zero_init=True, family=None):
+def lane_ram_verilog(zero_init=True, family=None, primitives=False):
     """The Verilog of the storage of one lane for ``storage="verilog"``.
 
     ``BANKS x ceil(WIDTH / SLICE)`` single-port RAMs of ``ROWS x SLICE`` bits (the
@@ -75,7 +75,21 @@ def lane_ram_verilog(zero_init=True, family=None):
     the RAMs carry ``ram_style = "huge"``, so Yosys puts them in ``SB_SPRAM256KA`` even where
     block RAM would be cheaper by its measure (the SPRAMs are otherwise unused, the 30 EBR are
     scarce). Append the text to the design's Verilog.
+
+    ``primitives`` (a board build for ``family="ecp5"``) instantiates each RAM as a ``DP16KD``
+    with its output register on (``REGMODE "OUTREG"``), which takes the place of the flip-flop
+    fed by the block RAM: the same latency, and the block RAM's slow output (5.8 ns on speed 6,
+    the limit of an inferred design near 113 MHz) ends in its own register instead of crossing
+    the fabric. See :func:`_dp16kd_lane_verilog`.
     """
+    if primitives:
+        if family != "ecp5":
+            raise ValueError(f"lane_ram_verilog: primitives exist for family 'ecp5' only, "
+                             f"not {family!r}")
+        if zero_init:
+            raise ValueError("lane_ram_verilog: primitives are for a board build "
+                             "(zero_init=False)")
+        return _dp16kd_lane_verilog()
     def init(body):
         return f"\n    initial begin\n{body}    end" if zero_init else ""
     ram_init = init("      for (i = 0; i < ROWS; i = i + 1) mem[i] = {SLICE{1'b0}};\n"
@@ -135,6 +149,90 @@ module {LANE_RAM_MODULE} #(parameter WIDTH = 64, parameter DEPTH = 16, parameter
     rdata_q <= bank_words[(BANKS > 1 ? bank_qq : 0)*WIDTH +: WIDTH];
   end
   assign rdata = rdata_q;
+endmodule
+"""
+
+
+def _dp16kd_ports(prefix, wire, width):
+    """``.PREFIX0(wire[0]), ...`` (``1'b0`` for every pin without a ``wire``), six to a line."""
+    pins = [f".{prefix}{i}({wire}[{i}])" if wire else f".{prefix}{i}(1'b0)" for i in range(width)]
+    return "".join("      " + ", ".join(pins[i:i + 6]) + ",\n" for i in range(0, width, 6))
+
+
+def _dp16kd_lane_verilog():
+    """:func:`lane_ram_verilog`'s module with each RAM a ``DP16KD`` primitive (port A only).
+
+    The slice's ``DATA_WIDTH`` is the smallest of 1, 2, 4, 9, 18 that holds ``SLICE`` bits
+    (:data:`DP16KD_SHAPES`); its row sits in the address pins above the ones that width leaves
+    unused (``AD[13:4]`` at 18 bits, whose ``AD[1:0]`` are the byte enables, both the write enable;
+    ``AD[13:3]`` at 9, ``AD[13:2]`` at 4, ``AD[13:1]`` at 2, all 14 at 1), as Lattice's memory
+    guide and Yosys's own ``DP16KD`` mapping place it. ``WRITEMODE "NORMAL"`` keeps the read
+    data in a cycle that writes (the "no change" of the inferred module), ``REGMODE "OUTREG"``
+    registers it once more inside the block: the inferred module's first flip-flop.
+    """
+    return f"""
+module {LANE_RAM_MODULE} #(parameter WIDTH = 64, parameter DEPTH = 16, parameter AW = 4,
+                           parameter SLICE = 64, parameter ROWS = 16, parameter BANKS = 1) (
+  input clk, input [AW-1:0] addr, input [WIDTH-1:0] wdata, input we, output [WIDTH-1:0] rdata);
+  localparam N = (WIDTH + SLICE - 1) / SLICE;
+  localparam RB = ROWS > 1 ? $clog2(ROWS) : 1;
+  localparam BB = BANKS > 1 ? $clog2(BANKS) : 1;
+  localparam DW = SLICE <= 1 ? 1 : SLICE <= 2 ? 2 : SLICE <= 4 ? 4 : SLICE <= 9 ? 9 : 18;
+  localparam SHIFT = DW == 1 ? 0 : DW == 2 ? 1 : DW == 4 ? 2 : DW == 9 ? 3 : 4;
+  wire [N*SLICE-1:0] wpad;
+  assign wpad[WIDTH-1:0] = wdata;
+  generate if (N*SLICE > WIDTH) begin : pad
+    assign wpad[N*SLICE-1:WIDTH] = {{(N*SLICE-WIDTH){{1'b0}}}};
+  end endgenerate
+  wire [RB-1:0] row;
+  wire [BB-1:0] bank;
+  generate if (BANKS > 1) begin : banked   // ROWS is a power of two
+    assign row = addr[RB-1:0];
+    assign bank = addr[AW-1:RB];
+  end else begin : single
+    assign row = addr;
+    assign bank = 0;
+  end endgenerate
+  wire [13:0] row14 = row;   // zero-extended
+  wire [13:0] ad = row14 << SHIFT;
+  wire [BANKS*WIDTH-1:0] bank_words;
+  genvar b, s;
+  generate for (b = 0; b < BANKS; b = b + 1) begin : bank_
+    wire [N*SLICE-1:0] q_all;
+    wire bank_we = we && bank == b;
+    for (s = 0; s < N; s = s + 1) begin : slice
+      wire [17:0] di = wpad[s*SLICE +: SLICE];   // zero-extended
+      wire [17:0] do_;
+      // at 18 bits AD[1:0] are the byte enables: both follow the write enable, as Yosys wires them
+      wire [13:0] ad_s = DW == 18 ? {{ad[13:2], bank_we, bank_we}} : ad;
+      DP16KD #(.DATA_WIDTH_A(DW), .DATA_WIDTH_B(DW), .REGMODE_A("OUTREG"), .REGMODE_B("NOREG"),
+               .WRITEMODE_A("NORMAL"), .WRITEMODE_B("NORMAL"), .CSDECODE_A("0b000"),
+               .CSDECODE_B("0b000"), .RESETMODE("SYNC"), .ASYNC_RESET_RELEASE("SYNC"),
+               .GSR("DISABLED")) ram (
+      .CLKA(clk), .CEA(1'b1), .OCEA(1'b1), .WEA(bank_we), .RSTA(1'b0),
+      .CSA0(1'b0), .CSA1(1'b0), .CSA2(1'b0),
+{_dp16kd_ports("ADA", "ad_s", 14)}{_dp16kd_ports("DIA", "di", 18)}{_dp16kd_ports("DOA", "do_", 18)}\
+      .CLKB(1'b0), .CEB(1'b0), .OCEB(1'b0), .WEB(1'b0), .RSTB(1'b0),
+      .CSB0(1'b0), .CSB1(1'b0), .CSB2(1'b0),
+{_dp16kd_ports("ADB", None, 14)}{_dp16kd_ports("DIB", None, 18)}\
+      .DOB0());
+      assign q_all[s*SLICE +: SLICE] = do_[SLICE-1:0];
+    end
+    assign bank_words[b*WIDTH +: WIDTH] = q_all[WIDTH-1:0];
+  end endgenerate
+  generate if (BANKS > 1) begin : mux
+    reg [BB-1:0] bank_q;
+    reg [BB-1:0] bank_qq;
+    reg [WIDTH-1:0] rdata_q;
+    always @(posedge clk) begin
+      bank_q <= bank;
+      bank_qq <= bank_q;
+      rdata_q <= bank_words[bank_qq*WIDTH +: WIDTH];
+    end
+    assign rdata = rdata_q;
+  end else begin : direct
+    assign rdata = bank_words[WIDTH-1:0];
+  end endgenerate
 endmodule
 """
 

@@ -98,7 +98,9 @@ def compile_program(program, config=None, *, depths=None, separate=True, unit_ca
         system = System(hw, storage="verilog", target=target)
         with gc_paused():
             text = verilator.convert(system, "top", platform=platform)
-    return hw, system, text + lane_ram_verilog(zero_init=target == "sim", family=hw.config.family)
+    return hw, system, text + lane_ram_verilog(
+        zero_init=target == "sim", family=hw.config.family,
+        primitives=target == "board" and hw.config.family == "ecp5")
 
 
 def _words(buf, word_bytes):
