@@ -42,24 +42,23 @@ class Beats:
 
 def beats_of(tokens):
     """The :class:`Beats` of a token list (the same framing as ``to_beats``)."""
-    has, stop, values = [], [], []
-    pending = False
-    for t in tokens:
-        if is_stop(t):
-            if pending:
-                stop[-1] = t.level
-                pending = False
-            else:
-                has.append(0)
-                stop.append(t.level)
-        else:
-            has.append(1)
-            stop.append(0)
-            values.append(t)
-            pending = True
-    if not has:
-        has, stop = [0], [0]
-    return Beats(np.array(has, dtype=np.int8), np.array(stop, dtype=np.int64), values)
+    stop = np.fromiter((t.level if is_stop(t) else 0 for t in tokens), dtype=np.int64,
+                       count=len(tokens))
+    if not len(stop):
+        return Beats(np.zeros(1, dtype=np.int8), np.zeros(1, dtype=np.int64), [])
+    is_stop_ = stop > 0
+    # a stop right after an element is fused into that element's beat
+    fused = np.zeros(len(stop), dtype=bool)
+    fused[1:] = is_stop_[1:] & ~is_stop_[:-1]
+    keep = ~fused
+    has = (~is_stop_[keep]).astype(np.int8)
+    levels = np.where(is_stop_, stop, 0)
+    nxt = np.zeros(len(stop), dtype=np.int64)
+    nxt[:-1] = np.where(fused[1:], stop[1:], 0)
+    beat_stop = np.where(is_stop_, levels, nxt)[keep]
+    values = [t for t, s in zip(tokens, is_stop_) if not s] if len(tokens) < 1 << 20 else \
+        [t for t in tokens if not is_stop(t)]
+    return Beats(has, beat_stop, values)
 
 
 def mapping_in(n, S):

@@ -62,7 +62,7 @@ class PerfResult:
 def _high_water(e):
     if e.n == 0:
         return 0
-    pops = np.searchsorted(np.sort(e.C), e.P, side="right")
+    pops = np.searchsorted(e.C, e.P, side="right")      # pops are in order
     return int(min(max((np.arange(1, e.n + 1) - pops).max(), 0), e.depth))
 
 
@@ -74,16 +74,17 @@ def build(hw, ref, timing=None, depths=None):
     edges = {}
     by_stream = {}
     for ei in hw.edges:
-        toks = ref.edges[ei.stream]
-        info = beats_of(toks)
-        e = Edge(ei.name, info.n, depths.get(ei.name, ei.depth), info)
-        edges[ei.name] = e
+        name = ei.name
+        info = beats_of(ref.edges[ei.stream])
+        e = Edge(name, info.n, depths.get(name, ei.depth), info)
+        edges[name] = e
         by_stream[ei.stream] = e
     ins = {u.name: {} for u in hw.units}
     outs = {u.name: {} for u in hw.units}
     for ei in hw.edges:
-        outs[ei.src[0]][ei.src[1]] = edges[ei.name]
-        ins[ei.dst[0]][ei.dst[1]] = edges[ei.name]
+        e = by_stream[ei.stream]
+        outs[ei.src[0]][ei.src[1]] = e
+        ins[ei.dst[0]][ei.dst[1]] = e
     mem = Memory(hw.geometry)
     # the PMUs: each Bufferize's write side with the read sides (Streamify) of its component
     pmus = {}
@@ -105,17 +106,6 @@ def build(hw, ref, timing=None, depths=None):
     return edges, actors, mem
 
 
-def _reset(edges, actors, mem):
-    for e in edges.values():
-        e.P = np.zeros(e.n, dtype=np.int64)
-        e.C = np.zeros(e.n, dtype=np.int64)
-        e.version += 1
-    for a in actors:
-        if hasattr(a, "T"):
-            a.T = np.zeros(len(a.T), dtype=np.int64)
-    mem.reset()
-
-
 def _settle(edges, actors, mem, max_rounds=None):
     """The fixed point with each client alone at the memory, then again with the memory's lines
     in the order of that schedule (:mod:`stepforge.perf.memory`)."""
@@ -126,7 +116,8 @@ def _settle(edges, actors, mem, max_rounds=None):
     mem.set_order()
     if not mem.update():
         return rounds           # the shared grant delays nothing: already the fixed point
-    _reset(edges, actors, mem)
+    # the shared grant is never earlier than a client's own, so the first fixed point is below
+    # the second: iterating from it still reaches the least one
     r = solve(actors, max_rounds)
     return None if r is None else rounds + r
 

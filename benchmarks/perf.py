@@ -1,0 +1,171 @@
+"""The performance model against Verilator, and the LP FIFO sizing against the rule (issue 11).
+
+    python benchmarks/perf.py                 # every point: model vs RTL, then FIFO sizing
+    python benchmarks/perf.py --only swiglu   # points whose name contains "swiglu"
+    python benchmarks/perf.py --no-sizing     # the validation table only
+
+Validation: each point is lowered (the default FIFO sizing), run in Verilator (cached builds;
+``run_rtl``) and predicted by :func:`stepforge.perf.predict` from the interpreter's streams of the
+same lowered program. Printed per point: measured and predicted cycles, the error, the model's
+time (best of 3 after a warm-up, the interpreter's run excluded; the interpreter's time beside
+it) and Verilator's (the simulator process: preload, run, read-back; the build excluded), and
+their ratio; then Pearson r, mean and max absolute error, and the targets.
+
+The SwiGLU sweep is 15 points: tiles t = 4, 8, 16 (t > 4 is hierarchically tiled onto the 4x4
+hardware tile) at five shapes (B, H, I) around batch 16, small enough that every Verilator run
+takes a second or less (the paper's sweep is at B64 H256 I512: 558,029 cycles here at t = 4).
+
+FIFO sizing: every example lowered with the rule and with the integer program (throughput 1);
+total FIFO bits, the sizing time, the static check, and the cycles of both in Verilator (the LP
+depths pinned through ``run_rtl(depths=...)``), bit-exact against the interpreter.
+"""
+
+import argparse
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from stepforge.compiler.lower import lower
+from stepforge.loader import load, load_trace
+from stepforge.perf import predict
+from stepforge.sim.ref.interpreter import run
+from stepforge.sim.rtl import run_rtl
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+TRACE = ROOT / "traces" / "moe_skewed_t32_e4_top2.json"
+
+SHAPES = [(16, 32, 64), (16, 64, 32), (32, 32, 32), (16, 16, 128), (32, 64, 64)]
+POINTS = ([("swiglu", {"B": B, "H": H, "I": I, "t": t}, None)
+           for B, H, I in SHAPES for t in (4, 8, 16)]
+          + [("matmul", {"M": 32, "K": 32, "N": 32}, None),
+             ("gemv", {"K": 128, "N": 128}, None),
+             ("elementwise", {"M": 32, "N": 32}, None),
+             ("moe", {"tiling": "dynamic"}, TRACE),
+             ("moe", {"tiling": "static"}, TRACE)])
+
+SIZING = [("matmul", {}, None), ("gemv", {}, None), ("elementwise", {}, None),
+          ("swiglu", {"B": 16, "H": 32, "I": 64}, None), ("moe", {"T": 10}, None),
+          ("moe", {"T": 10, "tiling": "static"}, None)]
+
+
+def label(name, params, trace):
+    text = name + " " + " ".join(f"{k}={v}" for k, v in params.items())
+    return text + (" (trace)" if trace else "")
+
+
+def prepare(name, params, trace):
+    pf = load(EXAMPLES / f"{name}.py")
+    tr = load_trace(trace) if trace else None
+    params = {**(tr.get("params", {}) if tr else {}), **params}
+    program = pf.build(**params)
+    data = pf.data(program, seed=1, trace=tr)
+    return program, data.get("tensors", {}), data.get("inputs", {})
+
+
+def model(program, tensors, inputs, **lower_kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        hw = lower(program, **lower_kw)
+    t0 = time.perf_counter()
+    ref = run(hw.program, tensors=tensors, inputs=inputs, keep_edges=True)
+    interp = time.perf_counter() - t0
+    res = predict(hw, ref)
+    best = min(predict(hw, ref).seconds for _ in range(3))
+    return res, hw, best, interp
+
+
+def validate(points):
+    rows, meas, pred, speed = [], [], [], []
+    for name, params, trace in points:
+        program, tensors, inputs = prepare(name, params, trace)
+        rtl = run_rtl(program, tensors, inputs)
+        if rtl.status != "done":
+            print(f"{label(name, params, trace)}: Verilator run {rtl.status}", file=sys.stderr)
+            continue
+        program, tensors, inputs = prepare(name, params, trace)
+        res, hw, best, interp = model(program, tensors, inputs)
+        m, p = rtl.cycles, res.cycles
+        sim = rtl.timings["simulate"]
+        meas.append(m)
+        pred.append(p)
+        speed.append(sim / best)
+        rows.append([label(name, params, trace), m, p, f"{100 * (p - m) / m:+.1f}%",
+                     f"{best * 1e3:.1f}", f"{interp * 1e3:.0f}", f"{sim:.2f}",
+                     f"{rtl.timings['run'] * 1e3:.1f}", f"{sim / best:,.0f}x"])
+        print(" | ".join(map(str, rows[-1])), flush=True)
+    meas, pred = np.array(meas, float), np.array(pred, float)
+    err = np.abs(pred - meas) / meas
+    r = float(np.corrcoef(meas, pred)[0, 1]) if len(meas) > 1 else float("nan")
+    print()
+    print("| point | measured | predicted | error | model ms | interpreter ms | Verilator s "
+          "| (run only ms) | speed-up |")
+    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+    for row in rows:
+        print("| " + " | ".join(map(str, row)) + " |")
+    print()
+    print(f"points {len(meas)}; Pearson r {r:.4f} (target >= 0.99); mean abs error "
+          f"{100 * err.mean():.2f} % (<= 5 %); max {100 * err.max():.2f} % (<= 10 %); model vs "
+          f"Verilator's simulator process: min {min(speed):,.0f}x, median "
+          f"{float(np.median(speed)):,.0f}x (>= 100x)")
+    return r, err
+
+
+def sizing(points):
+    rows = []
+    for name, params, trace in points:
+        result = {}
+        for method in ("rule", "lp"):
+            program, tensors, inputs = prepare(name, params, trace)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                t0 = time.perf_counter()
+                hw = lower(program, fifo_sizing=method)
+                took = time.perf_counter() - t0
+            pins = {e.stream: e.depth for e in hw.edges}
+            if hw.program is not program:
+                print(f"{label(name, params, trace)}: tiled; the LP depths cannot be pinned",
+                      file=sys.stderr)
+                break
+            # the same program object: lower() inserts its broadcasts in place, so the pinned
+            # streams are the ones run_rtl lowers again
+            rtl = run_rtl(program, tensors, inputs, depths=pins if method == "lp" else None)
+            ref = run(program, tensors=tensors, inputs=inputs)
+            exact = all(np.array_equal(rtl.tensors[k], ref.tensors[k]) for k in rtl.tensors)
+            result[method] = (hw.fifo_sizing["bits"], took, rtl.status, rtl.cycles, exact,
+                              len(hw.deadlocks))
+        if len(result) < 2:
+            continue
+        (rb, _, _, rc, rx, _), (lb, lt, ls, lc, lx, ld) = result["rule"], result["lp"]
+        rows.append([label(name, params, trace), rb, lb, f"{lb / rb:.2f}", f"{lt:.2f}", ls,
+                     rc, lc, f"{100 * (lc - rc) / rc:+.1f}%", "yes" if rx and lx else "NO", ld])
+        print(" | ".join(map(str, rows[-1])), flush=True)
+    print()
+    print("| example | rule bits | LP bits | ratio | lower() s | LP run | rule cycles | LP cycles "
+          "| change | bit-exact | static findings |")
+    print("|---|--:|--:|--:|--:|---|--:|--:|--:|---|--:|")
+    for row in rows:
+        print("| " + " | ".join(map(str, row)) + " |")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", action="append", help="points whose label contains this")
+    ap.add_argument("--no-sizing", action="store_true")
+    ap.add_argument("--no-validation", action="store_true")
+    args = ap.parse_args(argv)
+    pick = (lambda pts: [p for p in pts if any(o in label(*p) for o in args.only)]) \
+        if args.only else (lambda pts: pts)
+    if not args.no_validation:
+        validate(pick(POINTS))
+    if not args.no_sizing:
+        print()
+        sizing(pick(SIZING))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
