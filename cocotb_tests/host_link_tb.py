@@ -35,7 +35,8 @@ from cocotb.utils import get_sim_time
 from ..contract import host_protocol as hp
 
 JOB_ENV = "STEPFORGE_HOSTLINK"
-#: Seconds without a byte from the host, the design idle, after which the testbench ends.
+#: Seconds without a byte from the host, the design idle, after which the testbench ends (it
+#: also ends when the process that started it is gone).
 IDLE_LIMIT = 900.0
 
 
@@ -154,7 +155,8 @@ async def serve(dut):
     quiet_ns = job["quiet_cycles"] * period
     chunk_ns = job["run_chunk_cycles"] * period
     last_host = time.monotonic()
-    while not os.path.exists(job["stop"]):
+    parent = os.getppid()
+    while not os.path.exists(job["stop"]) and os.getppid() == parent:
         line.flush()
         data = line.from_host()
         if data:

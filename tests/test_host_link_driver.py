@@ -126,3 +126,16 @@ def test_preload_regions_coalesce_with_zeros():
     assert coalesce([[10, [1, 2]], [0, [5, 6]], [13, [7]], [200, [9]]], max_gap=64) == [
         [0, [5, 6] + [0] * 8 + [1, 2, 0, 7]], [200, [9]]]
     assert coalesce([[0, [1]], [10, [2]]], max_gap=8) == [[0, [1]], [10, [2]]]
+
+
+def test_no_board_on_the_port_is_a_clear_error(capsys):
+    from stepforge.cli import main  # the command line, only here
+
+    code = main(["run", "examples/elementwise.py", "-p", "M=8", "-p", "N=8", "--board",
+                 "icebreaker", "--port", "/dev/stepforge-no-such-port"])
+    out = capsys.readouterr()
+    assert code == 1
+    assert "error: cannot open the serial port '/dev/stepforge-no-such-port'" in out.out
+    assert "the dialout group" in out.out
+    assert main(["run", "examples/elementwise.py", "--board", "icebreaker"]) == 2
+    assert "--board needs --port" in capsys.readouterr().err

@@ -301,8 +301,16 @@ def run_on_board(link, program, hw, csr_map, tensors, inputs, *, timeout=60.0, p
     total = job.load_words
     say(f"loading {total * wb} bytes over the host link at {info.baud} baud")
     t0 = time.perf_counter()
+    loaded, last_say = [0], [t0]
+
+    def loading(n):
+        loaded[0] += n
+        if time.perf_counter() - last_say[0] > 2.0:
+            say(f"loaded {loaded[0] * wb} of {total * wb} bytes")
+            last_say[0] = time.perf_counter()
+
     for base, words in job.preload:
-        link.write_words(base, words)
+        link.write_words(base, words, progress=loading)
     timings = {"load": time.perf_counter() - t0}
 
     t0 = time.perf_counter()

@@ -83,11 +83,11 @@ def board_run(program, tensors, inputs, *, board, port, timeout=60.0, retries=4,
             sim.close()
         res.timings.update(compile=sim.compile_seconds, build=sim.build_seconds)
         return spec, res
-    hw = lower(program, spec.config)
-    top = HostLinkTop(System(hw, target="board"), clock_hz=spec.clock_hz, baud=spec.baud)
-    Fragment.get(top, None)   # elaborated for the CSR map
     link = HostLink(open_serial(port, spec.baud), spec.baud, retries=retries)
     try:
+        hw = lower(program, spec.config)
+        top = HostLinkTop(System(hw, target="board"), clock_hz=spec.clock_hz, baud=spec.baud)
+        Fragment.get(top, None)   # elaborated for the CSR map
         res = run_on_board(link, program, hw, top.system.csr_map, tensors, inputs,
                            timeout=timeout, progress=say)
     finally:

@@ -8,10 +8,11 @@ background thread: that testbench bit-bangs a pseudo-terminal into ``uart_rx`` a
 ``uart_tx`` back. :meth:`SimBoard.open` returns a ``serial.Serial`` on the pseudo-terminal, so the
 host driver (:mod:`stepforge.boards.host.driver`) runs unchanged.
 
-Two things differ from the board, both to keep simulation fast: the line runs at
-``clock_hz / clocks_per_bit`` (default 4 cycles a bit, where a board runs e.g. 12 MHz / 1 Mbaud)
-and the bridge's timeout is ``quiet_bytes`` byte times instead of 20 ms. The program's cycles are
-the board's.
+What differs from the board: the line runs at ``clock_hz / clocks_per_bit`` (default 4 cycles a
+bit, where a board runs e.g. 12 MHz / 1 Mbaud) and the bridge's timeout is ``quiet_bytes`` byte
+times instead of 20 ms, both to keep simulation fast; the units are elaborated for no FPGA family
+(no ``MULT18X18D`` instances: Verilator has no model of them) and the memory starts zeroed. The
+lowered program, its units and so its cycles, and the design id are the board's.
 """
 
 import json

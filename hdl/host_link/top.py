@@ -25,6 +25,9 @@ def design_id(hw):
     return zlib.crc32(text.encode())
 
 
+_design_id_of = design_id    # HostLinkTop's parameter of the same name hides the function
+
+
 class HostLinkTop(wiring.Component):
     """A :class:`~stepforge.hdl.system.System` with a UART host link: a board's whole design.
 
@@ -70,7 +73,7 @@ class HostLinkTop(wiring.Component):
         self.timeout = timeout if timeout is not None else max(clock_hz // 50, 20 * self.divisor)
         if isinstance(self.timeout, bool) or not isinstance(self.timeout, int) or self.timeout < 1:
             raise ValueError(f"HostLinkTop timeout must be an int >= 1, not {timeout!r}")
-        self.design_id = design_id if design_id is not None else globals()["design_id"](system.hw)
+        self.design_id = design_id if design_id is not None else _design_id_of(system.hw)
         wb = system.hw.geometry.word_bytes
         self.max_data = max(wb, max_data // wb * wb)
         super().__init__({"uart_rx": In(1, init=1), "uart_tx": Out(1, init=1), "leds": Out(4)})
