@@ -123,7 +123,7 @@ def build(verilog, device, *, out_dir, top="top", seeds=3, freq_mhz=None, jobs=2
         excess to flip-flops).
     constraints : str or pathlib.Path, optional
         A pin constraints file (LPF on ECP5, PCF on iCE40: a board's pins, ``stepforge build
-        --board``), copied into ``out_dir`` and given to nextpnr (``Device.constraints_flag``).
+        --board``), copied into ``out_dir`` and given to nextpnr (``Device.constraints_args``).
     design_prefix : str
         The instance path of a stepforge system inside a board top (``"link.system."``): the
         report's rows are its units, and every cell outside it is the ``(board)`` row (the
@@ -173,7 +173,8 @@ def build(verilog, device, *, out_dir, top="top", seeds=3, freq_mhz=None, jobs=2
             raise BuildError(f"no constraints file {str(src)!r}")
         if src.resolve() != (out / src.name).resolve():
             (out / src.name).write_text(src.read_text())
-        extra = (dev.constraints_flag, src.name)   # relative: YoWASP tools see only the cwd
+        # relative: YoWASP tools see only the cwd
+        extra = tuple(arg.format(src.name) for arg in dev.constraints_args)
 
     if storage_bits is not None and storage_bits > dev.storage_bits:
         raise DoesNotFit(dev.name, [Resource("storage bits", storage_bits, dev.storage_bits)],
@@ -233,9 +234,9 @@ def build(verilog, device, *, out_dir, top="top", seeds=3, freq_mhz=None, jobs=2
         say(f"packing the bitstream of seed {seed} ({dev.packer}) ...")
         t = time.perf_counter()
         with open(out / "pack.log", "w") as log:
-            proc = subprocess.run([packer, *dev.packer_args, f"seed{seed}{dev.config_suffix}",
-                                   bit_name],
-                                  cwd=out, stdout=log, stderr=subprocess.STDOUT)
+            args = [a.format(config=f"seed{seed}{dev.config_suffix}", bitstream=bit_name)
+                    for a in dev.pack_args]
+            proc = subprocess.run([packer, *args], cwd=out, stdout=log, stderr=subprocess.STDOUT)
         seconds["pack"] = time.perf_counter() - t
         if proc.returncode != 0:
             raise BuildError("bitstream: " + _failure(dev.packer, proc.returncode,

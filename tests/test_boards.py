@@ -59,7 +59,7 @@ def test_preset_device_is_its_platforms_part_package_and_speed(name):
     b = get_board(name)
     p = b.platform
     args = b.device.nextpnr_args
-    if b.device.constraints_flag == "--pcf":
+    if b.device.constraints == "pcf":
         assert (p.device, p.package) == ("iCE40UP5K", "SG48")
         assert args == ("--up5k", "--package", "sg48")
     else:
@@ -72,7 +72,7 @@ def test_preset_device_is_its_platforms_part_package_and_speed(name):
 def test_preset_config_fits_its_chip_and_clock(name):
     b = get_board(name)
     config = b.config()
-    ice40 = b.device.constraints_flag == "--pcf"
+    ice40 = b.device.constraints == "pcf"
     assert config.family == ("ice40" if ice40 else "ecp5")
     assert config.clock_hz == b.clock_hz
     dsp = b.device.kind("MAC16" if ice40 else "MULT18X18D").capacity

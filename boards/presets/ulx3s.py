@@ -26,7 +26,7 @@ ULX3S_85F = Board(
     name="ulx3s-85f",
     title="ULX3S 85F (Lattice ECP5 LFE5U-85F, CABGA381, speed 6)",
     platform=ULX3S_85F_Platform,
-    device=replace(ECP5_85F, packer_args=("--compress",)),
+    device=replace(ECP5_85F, pack_args=("--compress", "{config}", "{bitstream}")),
     clock_hz=50_000_000,
     pll=True,
     uart_rx=PinRef("uart", 0, "rx"),
