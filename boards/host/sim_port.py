@@ -138,9 +138,9 @@ class SimBoard:
 
     def link(self, *, retries=4, port=None):
         """A :class:`~stepforge.boards.host.driver.HostLink` on the simulated line. Simulated
-        bits are slow in wall time: a byte may take a few milliseconds."""
+        bits are slow in wall time: a byte takes a few milliseconds, more on a loaded machine."""
         return HostLink(port or self._port or self.open(), self.baud, retries=retries,
-                        timeout=2.0, byte_seconds=0.005)
+                        timeout=5.0, byte_seconds=0.02)
 
     def close(self):
         """Stop the simulation; return the testbench's statistics."""
