@@ -114,8 +114,7 @@ class StepSeq(Actor):
         self.t0 = t0
         self.extra = []             # callables -> array of lower bounds on T
         self.T = np.zeros(S, dtype=np.int64)
-        self.wait_in = np.zeros(S, dtype=np.int64)
-        self.wait_out = np.zeros(S, dtype=np.int64)
+        self._bounds = (np.zeros(S, dtype=np.int64), np.zeros(S, dtype=np.int64))
         self.ins, self.outs = [], []
         for e, idx in ins:
             idx = np.asarray(idx, dtype=np.int64)
@@ -171,11 +170,7 @@ class StepSeq(Actor):
             pushes = new
         changed = not same(T, self.T)
         self.T = T
-        prev = np.empty(S, dtype=np.int64)
-        prev[0] = self.t0
-        prev[1:] = T[:-1] + self.cost[:-1]
-        self.wait_in = np.maximum(a_in - prev, 0)
-        self.wait_out = np.maximum(a - np.maximum(prev, a_in), 0)
+        self._bounds = (a_in, a)
         for e, steps in self.ins:
             C = T[steps] + self.pop_off[steps]
             if not same(e.C, C):
@@ -195,6 +190,25 @@ class StepSeq(Actor):
                     e.version += 1
                     changed = True
         return changed
+
+    @property
+    def wait_in(self):
+        """Cycles each step waited for its inputs (after the step before it)."""
+        a_in, _ = self._bounds
+        return np.maximum(a_in - self._prev(), 0)
+
+    @property
+    def wait_out(self):
+        """Cycles each step waited for room for its outputs (beyond its inputs)."""
+        a_in, a = self._bounds
+        return np.maximum(a - np.maximum(self._prev(), a_in), 0)
+
+    def _prev(self):
+        prev = np.empty(self.S, dtype=np.int64)
+        if self.S:
+            prev[0] = self.t0
+            prev[1:] = self.T[:-1] + self.cost[:-1]
+        return prev
 
     def busy(self):
         return int(self.cost.sum())

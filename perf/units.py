@@ -36,7 +36,8 @@ class Timing:
     pmu_start = 3           # a buffer id accepted in t gives its first beat in t + 3
     pmu_slack = 2           # the read side's two-entry output FIFO
     router_start = 1        # a router loads its first selector element
-    end = 2                 # the done flag and the cycle counter after the last sink finished
+    reader_extra = 3        # a host stream beat: ceil(words/lanes) + mem_latency + 3 cycles
+    end = 3                 # the done flag and the cycle counter after the last sink finished
 
 
 def _rows_cost(comp, beats):
@@ -504,7 +505,7 @@ def build_unit(u, ins, outs, tm, mem, pmus):
         return _parallelize(u, ins, outs, tm)
     if isinstance(node, Input):
         g = comp.geometry
-        per = -(-comp.wpb // g.lanes) + g.latency + 2
+        per = -(-comp.wpb // g.lanes) + g.latency + tm.reader_extra
         out = outs["out"]
         return [StepSeq(u.name, np.full(out.n, per, dtype=np.int64), [],
                         [(out, np.arange(out.n), per, 1)])]
