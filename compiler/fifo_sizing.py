@@ -241,8 +241,9 @@ def _rate_floor(program, s, timing, cons):
     return 1 if prod.interval >= hold + 1 else 2
 
 
-def lp_depths(program, widths, timing, *, throughput=1.0, pinned=None):
-    """FIFO depths by the integer program of the module doc: a :class:`FifoPlan`."""
+def lp_depths(program, widths, timing, *, throughput=1.0, pinned=None, base=2):
+    """FIFO depths by the integer program of the module doc: a :class:`FifoPlan`. A full-rate
+    stream gets ``min(base, 2)`` entries at least (``HardwareConfig.fifo_depth``)."""
     # deferred: SciPy takes about a second to import and only this pass uses it
     import time
 
@@ -257,7 +258,7 @@ def lp_depths(program, widths, timing, *, throughput=1.0, pinned=None):
     lb = np.ones(len(streams))
     notes = {}
     for s in streams:
-        if throughput >= 0.5 and _rate_floor(program, s, timing, cons) == 2:
+        if throughput >= 0.5 and _rate_floor(program, s, timing, cons) == 2 and base >= 2:
             lb[index[s]] = 2
             notes[s] = {"expr": "2", "why": "full rate: a depth-1 FIFO moves a beat every other cycle"}
         else:

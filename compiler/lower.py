@@ -449,7 +449,8 @@ def _size_fifos(program, lc, by_node, config, pinned, method, throughput, check)
             timing[node] = unit_timing(by_node[node].component, node)
         return timing[node]
     if method == "lp":
-        plan = lp_depths(program, widths, timing_of, throughput=throughput, pinned=pinned)
+        plan = lp_depths(program, widths, timing_of, throughput=throughput, pinned=pinned,
+                         base=config.fifo_depth)
         sizes = plan.depths
         record = {"method": "lp", "throughput": throughput, "seconds": round(plan.seconds, 4),
                   "fifos": {s.name: plan.notes[s] for s in program.streams}}
