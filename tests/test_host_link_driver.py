@@ -139,3 +139,5 @@ def test_no_board_on_the_port_is_a_clear_error(capsys):
     assert "the dialout group" in out.out
     assert main(["run", "examples/elementwise.py", "--board", "icebreaker"]) == 2
     assert "--board needs --port" in capsys.readouterr().err
+    assert main(["run", "examples/elementwise.py", "--board", "nexys", "--port", "sim"]) == 1
+    assert "error: board must be one of icebreaker, " in capsys.readouterr().out

@@ -33,7 +33,7 @@ RETRY = (S.CRC, S.TIMEOUT, S.FRAMING, S.LENGTH)
 
 
 class LinkError(RuntimeError):
-    """The board did not answer, answered an error, or runs another design.
+    """The board is unknown, did not answer, answered an error, or runs another design.
 
     Attributes
     ----------

@@ -15,17 +15,14 @@ from ...compiler.lower import lower
 from ...hdl.config import HardwareConfig
 from ...hdl.host_link import HostLinkTop
 from ...hdl.system import System
-from .driver import HostLink, open_serial, run_on_board
+from ..presets import get_board
+from .driver import HostLink, LinkError, open_serial, run_on_board
 from .sim_port import SimBoard
 
 __all__ = ["BoardSpec", "resolve_board", "board_run", "SIM"]
 
 #: The ``--port`` that runs the board's design in Verilator.
 SIM = "sim"
-#: Boards known without their presets (``boards/presets``): name -> (config, baud).
-_FALLBACK = {"icebreaker": (HardwareConfig.ice40_up5k, 1_000_000),
-             "ulx3s-85f": (HardwareConfig.ecp5_85f, 1_000_000),
-             "orangecrab-85f": (HardwareConfig.ecp5_85f, 1_000_000)}
 
 
 @dataclass
@@ -35,42 +32,23 @@ class BoardSpec:
     config: HardwareConfig
     clock_hz: int
     baud: int
-    note: str = ""
 
 
 def resolve_board(name):
-    """The :class:`BoardSpec` of board ``name``, from its preset.
-
-    Raises
-    ------
-    ValueError
-        An unknown board.
-    """
-    try:
-        # the presets are the board layer's other half, built alongside; a tree without them
-        # falls back to the defaults below
-        from ..presets import get_board
-    except ImportError:
-        get_board = None
-    if get_board is not None:
-        board = get_board(name)
-        return BoardSpec(board.name, board.config(), board.clock_hz, board.baud)
-    if name not in _FALLBACK:
-        raise ValueError(f"board must be one of {', '.join(_FALLBACK)}, not {name!r}")
-    make, baud = _FALLBACK[name]
-    config = make()
-    return BoardSpec(name, config, config.clock_hz, baud,
-                     note=f"no board presets: {name} taken as {config.clock_hz / 1e6:g} MHz, "
-                          f"{baud} baud")
+    """The :class:`BoardSpec` of board ``name``, from its preset
+    (:func:`~stepforge.boards.presets.get_board`; ``ValueError`` for an unknown board)."""
+    board = get_board(name)
+    return BoardSpec(board.name, board.config(), board.clock_hz, board.baud)
 
 
 def board_run(program, tensors, inputs, *, board, port, timeout=60.0, retries=4,
               progress=None):
     """Run ``program`` on ``board`` through ``port`` (module doc); return ``(spec, result)``."""
     say = progress or (lambda msg: None)
-    spec = resolve_board(board)
-    if spec.note:
-        say(spec.note)
+    try:
+        spec = resolve_board(board)
+    except ValueError as exc:
+        raise LinkError(str(exc)) from exc
     if port == SIM:
         sim = SimBoard(program, spec.config, progress=say)
         try:
