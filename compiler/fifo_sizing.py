@@ -29,8 +29,10 @@ SymPy expressions of the program's symbols, evaluated at their bounds; the plan 
 """
 
 import math
+import time
 from dataclasses import dataclass, field
 
+import numpy as np
 import sympy
 
 from .dims import fmt_shape
@@ -245,9 +247,6 @@ def lp_depths(program, widths, timing, *, throughput=1.0, pinned=None, base=2):
     """FIFO depths by the integer program of the module doc: a :class:`FifoPlan`. A full-rate
     stream gets ``min(base, 2)`` entries at least (``HardwareConfig.fifo_depth``)."""
     # deferred: SciPy takes about a second to import and only this pass uses it
-    import time
-
-    import numpy as np
     from scipy.optimize import Bounds, LinearConstraint, milp
     t0 = time.perf_counter()
     if not 0 <= throughput <= 1:
