@@ -19,8 +19,10 @@ class ReplayEngine(wiring.Component):
 
     A replay command reads the buffer's entries one per cycle (along its block chain, or in the
     read side's affine order) and closes the replay with the command's stop; a stop-only
-    command sends one beat without data. The memories' synchronous read is one pipeline stage
-    in front of a two-entry output FIFO, entered only with room for the beat (``credit``). A
+    command sends one beat without data. The memories' synchronous read is one pipeline stage,
+    the formed beat's register a second (no logic follows the block RAM's output in its
+    cycle), in front of a three-entry output FIFO, entered only with room for the beat
+    (``credit``). A
     command that releases its buffer raises a release request after its last read, held until
     the arbiter takes it; a new command for a buffer this read side no longer holds raises
     ``BAD_BUFFER``. With several read sides, once the controller has finished the engine sweeps
@@ -110,7 +112,9 @@ class ReplayEngine(wiring.Component):
         rel_taken = self.rel.taken
         m.d.comb += [self.rel.valid.eq(rel_pend), self.rel.id.eq(rel_id)]
 
-        m.submodules.out_fifo = ofifo = fifo.SyncFIFO(width=out_layout.size, depth=2)
+        # stage 1 reads the data memory, stage 2 holds the formed beat (the block RAM's output
+        # ends in a register), the FIFO takes it: three places, so one beat per cycle
+        m.submodules.out_fifo = ofifo = fifo.SyncFIFO(width=out_layout.size, depth=3)
         m.d.comb += [out.payload.eq(ofifo.r_data), out.valid.eq(ofifo.r_rdy),
                      ofifo.r_en.eq(out.ready)]
         pop = Signal(name="pop")
@@ -122,6 +126,7 @@ class ReplayEngine(wiring.Component):
         s1_L = Signal(lw, name="s1_stop")
         s1_last = Signal(name="s1_last")
         s1_wstop = Signal(lw, name="s1_walk_stop")
+        s2_v = Signal(name="s2_valid")
 
         final = Signal(name="final")
         credit = Signal(name="credit")
@@ -129,7 +134,7 @@ class ReplayEngine(wiring.Component):
         issue = Signal(name="issue")
         m.d.comb += [
             final.eq(e_cnt == 1),
-            credit.eq(ofifo.level + s1_v < 2 + pop),
+            credit.eq(ofifo.level + s1_v + s2_v < 3 + pop),
             rel_ok.eq(~(final & e_rel) | ~rel_pend | rel_taken),
             issue.eq(act & credit & rel_ok),
         ]
@@ -217,10 +222,12 @@ class ReplayEngine(wiring.Component):
             m.d.comb += beat.stop.eq(s1_L)
         with m.Else():
             m.d.comb += beat.stop.eq(s1_wstop if cfg.order is not None else self.stop_rd.data)
-        m.d.comb += [ofifo.w_data.eq(beat), ofifo.w_en.eq(s1_v)]
+        s2_beat = Signal(out_layout, name="s2_beat")
+        m.d.sync += [s2_v.eq(s1_v), s2_beat.eq(beat)]
+        m.d.comb += [ofifo.w_data.eq(s2_beat), ofifo.w_en.eq(s2_v)]
 
         m.d.comb += [
-            self.status.busy.eq(act | s1_v | ofifo.r_rdy | rel_pend | sweeping),
+            self.status.busy.eq(act | s1_v | s2_v | ofifo.r_rdy | rel_pend | sweeping),
             self.status.stall_out.eq(out.valid & ~out.ready),
         ]
         return m
