@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..contract.tokens import is_stop
+from ..contract.tokens import Stop
 
 __all__ = ["Beats", "beats_of", "mapping_in", "mapping_out", "fit"]
 
@@ -42,8 +42,9 @@ class Beats:
 
 def beats_of(tokens):
     """The :class:`Beats` of a token list (the same framing as ``to_beats``)."""
-    stop = np.fromiter((t.level if is_stop(t) else 0 for t in tokens), dtype=np.int64,
-                       count=len(tokens))
+    kinds = list(map(type, tokens))
+    stop = np.array([t.level if k is Stop else 0 for t, k in zip(tokens, kinds)],
+                    dtype=np.int64) if Stop in kinds else np.zeros(len(tokens), dtype=np.int64)
     if not len(stop):
         return Beats(np.zeros(1, dtype=np.int8), np.zeros(1, dtype=np.int64), [])
     is_stop_ = stop > 0
@@ -56,8 +57,7 @@ def beats_of(tokens):
     nxt = np.zeros(len(stop), dtype=np.int64)
     nxt[:-1] = np.where(fused[1:], stop[1:], 0)
     beat_stop = np.where(is_stop_, levels, nxt)[keep]
-    values = [t for t, s in zip(tokens, is_stop_) if not s] if len(tokens) < 1 << 20 else \
-        [t for t in tokens if not is_stop(t)]
+    values = [t for t, k in zip(tokens, kinds) if k is not Stop]
     return Beats(has, beat_stop, values)
 
 

@@ -158,16 +158,17 @@ class StepSeq(Actor):
         held = [(e, steps, off, slack) for e, steps, off, slack in self.outs if slack]
         pushes = [e.P for e, *_ in held]
         # the unit's own results waiting for room bound its next steps: solve that loop here
+        last = None
         for _ in range(LOCAL_ROUNDS):
             a = base.copy()
             for (e, steps, off, slack), P in zip(held, pushes):
                 if slack < e.n:
                     a[steps[slack:]] = np.maximum(a[steps[slack:]], P[:-slack] - off[slack:])
+            if last is not None and same(a, last):
+                break                   # the same bounds: the same steps and pushes
+            last = a
             T = chain(a, self.cost)
-            new = self._pushes(T)
-            if all(same(x, y) for x, y in zip(new, pushes)):
-                break
-            pushes = new
+            pushes = new = self._pushes(T)
         changed = not same(T, self.T)
         self.T = T
         self._bounds = (a_in, a)

@@ -284,19 +284,20 @@ class _Load(Actor):
         P = self.out.P
         k = np.arange(len(d)) - self.buf
         ok = k >= 0
+        last = None
         for _ in range(LOCAL_ROUNDS):
             # a tile takes a slot of the buffer: the tile ``buf`` tiles before it must have left
             a = base.copy()
             a[d[ok]] = np.maximum(a[d[ok]], P[d[k[ok]]])
+            if last is not None and same(a, last):
+                break
+            last = a
             T = chain(a, _ones(n))
             ready = T + 1
             # the memory's last grants are a lower bound while the times only grow
             ready[d] = (np.maximum(self.client.grants(T[d] + self.tm.grant_delay),
                                    self.client.last) + self.latency + self.tm.load_ready)
-            newP = chain(np.maximum(ready, room), _ones(n))
-            if same(newP, P):
-                break
-            P = newP
+            P = chain(np.maximum(ready, room), _ones(n))
         changed = not same(T, self.T)
         self.T = T
         changed |= self.client.request(T[d] + self.tm.grant_delay)
