@@ -127,6 +127,11 @@ def test_one_below_the_lp_minimum_is_a_static_deadlock_naming_edges_shapes_and_b
     _, side = _zip_side(p)
     with pytest.raises(LoweringError, match="would be stuck"):
         lower(p, depths={side: 13}, deadlock_check="raise")
+    # the deadlock tests/test_e2e.py seeds for the watchdog (depth 1) is found before simulation
+    p = deadlock_program()
+    _, side = _zip_side(p)
+    with pytest.raises(LoweringError, match="13 beats of Broadcast_LinearOffChipLoad_0_0.out2"):
+        lower(p, depths={side: 1}, deadlock_check="raise")
 
 
 @pytest.mark.parametrize("tiling", ["dynamic", "static"])
