@@ -9,6 +9,7 @@ import pytest
 
 from stepforge.boards.host.driver import HostLink, LinkError
 from stepforge.boards.host.job import coalesce
+from stepforge.cli import main
 from stepforge.contract import host_protocol as hp
 
 from .host_link_model import BridgeModel
@@ -129,8 +130,6 @@ def test_preload_regions_coalesce_with_zeros():
 
 
 def test_no_board_on_the_port_is_a_clear_error(capsys):
-    from stepforge.cli import main  # the command line, only here
-
     code = main(["run", "examples/elementwise.py", "-p", "M=8", "-p", "N=8", "--board",
                  "icebreaker", "--port", "/dev/stepforge-no-such-port"])
     out = capsys.readouterr()

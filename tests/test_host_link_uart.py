@@ -4,6 +4,7 @@
 import random
 
 import pytest
+from amaranth.hdl import Module
 from amaranth.sim import Simulator
 
 from stepforge.hdl.host_link import MIN_DIVISOR, UartRx, UartTx, baud_divisor
