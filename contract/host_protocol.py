@@ -38,6 +38,10 @@ CSR        first u16, count u16                   ``count`` CSRs (u32 each) from
 START      (none)                                 (none)
 STATUS     (none)                                 :data:`STATUS_FORMAT`: flags, error code,
                                                   error unit, cycles
+RESET      (none)                                 (none): the program's units, FIFOs,
+                                                  counters and memory pipeline are reset and
+                                                  it may be started again (memory contents
+                                                  stay)
 =========  =====================================  ============================================
 
 A ``WRITE`` carries at most ``max_data`` bytes of words, a ``READ`` asks for at most
@@ -51,7 +55,7 @@ longer than the bridge's timeout is answered ``TIMEOUT``. After any other error 
 discards input until the line has been quiet for that timeout and only then replies, so a host
 that retries as soon as it has the reply is never read as the tail of the bad frame. ``WRITE``
 and ``READ`` are refused (``BUSY``) while the program runs; ``START`` is refused (``STARTED``)
-once the program has been started (the board's design then needs a reset or a new bitstream).
+once the program has been started, until a ``RESET``.
 """
 
 import enum
@@ -94,6 +98,7 @@ class Command(enum.IntEnum):
     CSR = 0x04
     START = 0x05
     STATUS = 0x06
+    RESET = 0x07
 
 
 class Status(enum.IntEnum):
@@ -111,7 +116,7 @@ class Status(enum.IntEnum):
     FRAMING = 5
     #: memory access while the program runs
     BUSY = 6
-    #: START after the program was started
+    #: START after the program was started (and not reset)
     STARTED = 7
     #: an address range past the end of memory, or a count of 0
     RANGE = 8

@@ -22,6 +22,7 @@ class BridgeModel:
         self.started = False
         self.running = running
         self.starts = 0
+        self.resets = 0
 
     def word(self, addr):
         return self.mem.get(addr, 0)
@@ -89,6 +90,12 @@ class BridgeModel:
                 return hp.reply(cmd, seq, S.STARTED)
             self.started = True
             self.starts += 1
+            return hp.reply(cmd, seq, S.OK)
+        if cmd == C.RESET:
+            if n:
+                return hp.reply(cmd, seq, S.LENGTH)
+            self.started = False
+            self.resets += 1
             return hp.reply(cmd, seq, S.OK)
         if cmd == C.STATUS:
             if n:

@@ -44,13 +44,13 @@ def exchange(frames, *, running=False, seed=0, lose=None):
     """
     dut = make_bridge()
     rng = random.Random(seed)
-    mem, replies, starts = {}, [], [0]
+    mem, replies, starts, resets = {}, [], [0], [0]
     pipe = [None] * LATENCY
 
     async def memory_and_csrs(ctx):
-        async for _, _, we, re, addr, wdata, csr_addr, start in ctx.tick().sample(
+        async for _, _, we, re, addr, wdata, csr_addr, start, reset in ctx.tick().sample(
                 dut.debug.we, dut.debug.re, dut.debug.addr, dut.debug.wdata, dut.csr_addr,
-                dut.start):
+                dut.start, dut.system_reset):
             if we:
                 mem[addr] = wdata
             pipe.append(mem.get(addr, 0) if re else None)
@@ -59,6 +59,7 @@ def exchange(frames, *, running=False, seed=0, lose=None):
             ctx.set(dut.debug.rdata, out or 0)
             ctx.set(dut.csr_rdata, CSRS[csr_addr] if csr_addr < len(CSRS) else 0)
             starts[0] += start
+            resets[0] += reset
 
     async def host(ctx):
         ctx.set(dut.running, running)
@@ -103,7 +104,7 @@ def exchange(frames, *, running=False, seed=0, lose=None):
     sim.add_process(memory_and_csrs)
     sim.add_testbench(host)
     sim.run()
-    return replies, mem, starts[0]
+    return replies, mem, starts[0], resets[0]
 
 
 def model(**kw):
@@ -114,12 +115,12 @@ def model(**kw):
 def check(frames, **kw):
     """Run ``frames`` through the bridge and the model; their replies and memory must agree."""
     ref = model(running=kw.get("running", False))
-    replies, mem, starts = exchange(frames, **kw)
+    replies, mem, starts, resets = exchange(frames, **kw)
     want = [ref.feed(f, lost=kw.get("lose") == i) for i, f in enumerate(frames)]
     for i, (got, exp) in enumerate(zip(replies, want)):
         assert got == exp, f"frame {i}: {hp.decode(got)} != {hp.decode(exp)}"
     assert {a: w for a, w in mem.items()} == ref.mem
-    assert starts == ref.starts
+    assert starts == ref.starts and resets == ref.resets
     return [hp.decode(r) for r in replies]
 
 
@@ -142,10 +143,12 @@ def test_write_read_info_csr_start_status():
         hp.encode(C.START, 9),
         hp.encode(C.START, 10),
         hp.encode(C.STATUS, 11),
+        hp.encode(C.RESET, 12),
+        hp.encode(C.START, 13),
     ]
     replies = check(frames)
-    assert [r.status for r in replies] == [S.OK] * 9 + [S.STARTED, S.OK]
-    assert [r.seq for r in replies] == list(range(1, 12))
+    assert [r.status for r in replies] == [S.OK] * 9 + [S.STARTED] + [S.OK] * 3
+    assert [r.seq for r in replies] == list(range(1, 14))
     assert hp.Info.unpack(replies[0].data).design_id == 0x1234ABCD
     assert replies[3].data == words(0, *data[:7])
     assert hp.RunStatus.unpack(replies[10].data).flags == hp.Flags.STARTED
@@ -171,6 +174,7 @@ def test_bad_frames_change_nothing():
         hp.encode(C.START, 7, b"\x00"),                                # START with a payload
         hp.encode(C.INFO, 8, b"\x01"),
         hp.encode(C.STATUS, 9, b"\x01\x02"),
+        hp.encode(C.RESET, 9, b"\x00"),
         hp.encode(C.CSR, 10, b"\x00\x00\x01"),
         hp.encode(C.WRITE, 11, hp.write_payload(0, words(*range(9)))),  # more than max_data
         hp.encode(C.READ, 12, hp.read_payload(0, 0)),                  # count 0
@@ -183,7 +187,7 @@ def test_bad_frames_change_nothing():
     ]
     replies = check(frames)
     assert [r.status for r in replies] == (
-        [S.CRC] * 3 + [S.COMMAND] + [S.LENGTH] * 7 + [S.LENGTH] + [S.RANGE] * 6 + [S.OK])
+        [S.CRC] * 3 + [S.COMMAND] + [S.LENGTH] * 8 + [S.LENGTH] + [S.RANGE] * 6 + [S.OK])
     assert replies[-1].data == words(0, 0)
 
 

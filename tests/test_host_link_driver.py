@@ -113,8 +113,12 @@ def test_refusals_are_errors_not_retries():
     h, model = link()
     h.start()
     assert model.starts == 1
-    with pytest.raises(LinkError, match="the board's program was started before this run"):
+    with pytest.raises(LinkError, match=r"the board's program was started before this run "
+                                        r"\(RESET it first\)"):
         h.start()
+    h.reset()
+    h.start()
+    assert model.starts == 2 and model.resets == 1
 
 
 def test_a_start_whose_reply_is_lost_is_not_repeated():

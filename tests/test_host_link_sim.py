@@ -3,7 +3,8 @@
 One build of a small elementwise program for the iCEBreaker's configuration (``SimBoard``: the
 board's own design, bridge included, in Verilator behind a pseudo-terminal), then:
 
-* a run through the driver, bit-exact against the interpreter, and the host link's throughput
+* a run through the driver, bit-exact against the interpreter, twice (``RESET`` in between:
+  the same results and counters), and the host link's throughput
   measured at the bit level (simulated time per exchange against the line rate);
 * the same run with a corrupted request, a dropped request byte and a dropped reply byte: each
   is retried and the results are still bit-exact; a link that corrupts every attempt raises
@@ -100,6 +101,10 @@ def test_run_bit_exact_and_throughput(board):
         assert res.csrs["cycles"] > 0 and res.csrs["bytes_written"] == 128
         np.testing.assert_array_equal(res.tensors["Y"], expected(sim, tensors))
         assert link.stats.retries == 0
+        # again, on the same design: RESET makes a board run any number of times
+        again = run_on_board(link, program, sim.hw, sim.csr_map, tensors, {})
+        np.testing.assert_array_equal(again.tensors["Y"], expected(sim, tensors))
+        assert again.csrs == res.csrs
         # bulk: whole frames of words, written then read back
         rng = random.Random(0)
         n = hp.MAX_DATA // sim.hw.geometry.word_bytes

@@ -12,7 +12,7 @@ line to go quiet, so the rest of that reply is not read as the next one. Every c
 what the board computed or raises: never a wrong answer.
 
 :func:`run_on_board` checks that the board runs this program (``INFO``: protocol version, word
-size, design id), loads the job (:mod:`stepforge.boards.host.job`), starts, polls ``STATUS`` with
+size, design id), resets it (so a board runs any number of times), loads the job (:mod:`stepforge.boards.host.job`), starts, polls ``STATUS`` with
 a progress line until the run ends or ``timeout`` seconds pass, reads every CSR and the outputs
 back and decodes them into a :class:`BoardResult` shaped like
 :class:`~stepforge.sim.rtl.run.RTLResult`.
@@ -180,11 +180,15 @@ class HostLink:
         reply, _ = self.request(C.STATUS, reply_bytes=hp.STATUS_BYTES)
         return hp.RunStatus.unpack(reply.data)
 
+    def reset(self):
+        """Reset the board's program (its memory keeps its contents) so it can start again."""
+        self.request(C.RESET)
+
     def start(self):
         reply, attempt = self.request(C.START, accept=(S.OK, S.STARTED))
         if reply.status == S.STARTED and attempt == 0:
-            raise LinkError("the board's program was started before this run: reset the board "
-                            "(or flash it again) to run it once more", S.STARTED)
+            raise LinkError("the board's program was started before this run (RESET it first)",
+                            S.STARTED)
 
     def write_words(self, addr, words, progress=None):
         """Write ``words`` (ints) from word address ``addr``, ``max_data`` bytes per frame."""
@@ -292,10 +296,7 @@ def run_on_board(link, program, hw, csr_map, tensors, inputs, *, timeout=60.0, p
     say = progress or (lambda msg: None)
     t_start = time.perf_counter()
     info = check_board(link, hw)
-    first = link.status()
-    if first.flags & hp.Flags.STARTED:
-        raise LinkError("the board's program has run already: reset the board (or flash it "
-                        "again) to run it once more", S.STARTED)
+    link.reset()            # counters at zero, and a program that ran before may start again
     job = make_job(program, hw, tensors, inputs)
     wb = info.word_bytes
     total = job.load_words

@@ -40,6 +40,7 @@ class HostBridge(wiring.Component):
       and sent while the next is fetched, so the reply leaves at the line rate;
     * ``CSR``: one register per 4 bytes sent, through ``csr_addr``/``csr_rdata`` (one cycle);
     * ``START``: ``start`` pulses for one cycle (once; later ones answer ``STARTED``);
+    * ``RESET``: ``system_reset`` pulses for one cycle and ``START`` is allowed again;
     * ``STATUS``: ``running``/``done``/``error``/``deadlock`` and the CSRs at ``status_csrs``
       (cycles, error unit, error code);
     * ``INFO``: constants.
@@ -75,6 +76,8 @@ class HostBridge(wiring.Component):
     csr_addr : ``Out(16)``, csr_rdata : ``In(32)``
         The System's CSR port.
     start : ``Out(1)``
+    system_reset : ``Out(1)``
+        Reset the System (not the bridge) for a cycle.
     running, done, error, deadlock : ``In(1)``
         The System's state.
     busy : ``Out(1)``
@@ -105,6 +108,7 @@ class HostBridge(wiring.Component):
             "csr_addr": Out(16),
             "csr_rdata": In(32),
             "start": Out(1),
+            "system_reset": Out(1),
             "running": In(1),
             "done": In(1),
             "error": In(1),
@@ -195,7 +199,9 @@ class HostBridge(wiring.Component):
         d_re = Signal(name="debug_re")
         csr_a = Signal(16, name="csr_addr_reg")
         start = Signal(name="start_pulse")
-        m.d.sync += [d_we.eq(0), d_re.eq(0), start.eq(0)]
+        sys_rst = Signal(name="system_reset_pulse")
+        m.d.sync += [d_we.eq(0), d_re.eq(0), start.eq(0), sys_rst.eq(0)]
+        m.d.comb += self.system_reset.eq(sys_rst)
         m.d.comb += [self.debug.addr.eq(d_addr), self.debug.wdata.eq(d_wdata),
                      self.debug.we.eq(d_we), self.debug.re.eq(d_re), self.csr_addr.eq(csr_a),
                      self.start.eq(start)]
@@ -349,6 +355,9 @@ class HostBridge(wiring.Component):
                     reply(S.OK, reply_len, csr_count)
                 with m.Elif(is_[C.START]):
                     m.d.sync += [start.eq(1), started.eq(1)]
+                    reply(S.OK)
+                with m.Elif(is_[C.RESET]):
+                    m.d.sync += [sys_rst.eq(1), started.eq(0)]
                     reply(S.OK)
                 with m.Else():     # STATUS
                     m.d.sync += [csr_a.eq(self.status_csrs[0]), stat[:8].eq(flags)]

@@ -3,7 +3,8 @@
 import json
 import zlib
 
-from amaranth.hdl import Cat, Fragment, Module, Signal
+from amaranth.hdl import Cat, ClockDomain, ClockSignal, DomainRenamer, Fragment, Module, \
+    ResetSignal, Signal
 from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -35,7 +36,9 @@ class HostLinkTop(wiring.Component):
     :class:`~stepforge.hdl.host_link.bridge.HostBridge`, which drives the System's word port,
     CSR port and ``start`` and answers through the UART transmitter
     (:mod:`stepforge.contract.host_protocol`). A byte that finds the FIFO full counts as lost,
-    like a framing error. ``leds`` shows the System's state from a register.
+    like a framing error. ``leds`` shows the System's state from a register. The System runs in
+    a clock domain ``system`` on the same clock, reset with the design and by the bridge's
+    ``RESET`` (so a board runs a program again without a new bitstream).
 
     Parameters
     ----------
@@ -92,8 +95,11 @@ class HostLinkTop(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         sysm = self.system
-        # elaborated here, first, for its CSR map (the bridge's STATUS reads three CSRs)
-        m.submodules.system = Fragment.get(sysm, platform)
+        # elaborated here, first, for its CSR map (the bridge's STATUS reads three CSRs); it
+        # runs in a domain of its own on the same clock, whose reset the bridge's RESET adds to
+        # the design's
+        m.domains.system = system_domain = ClockDomain("system", local=True)
+        m.submodules.system = DomainRenamer({"sync": "system"})(Fragment.get(sysm, platform))
         csrs = sysm.csr_map
         if sysm.target == "sim":
             m.d.comb += [sysm.stall_enable.eq(0), sysm.watchdog.eq(0)]
@@ -117,6 +123,8 @@ class HostLinkTop(wiring.Component):
             rxq.r_en.eq(bridge.rx.ready),
             bridge.rx_error.eq(rx.framing_error | overrun),
             self.uart_tx.eq(tx.tx),
+            system_domain.clk.eq(ClockSignal("sync")),
+            system_domain.rst.eq(ResetSignal("sync") | bridge.system_reset),
             sysm.start.eq(bridge.start),
             sysm.csr_addr.eq(bridge.csr_addr),
             bridge.csr_rdata.eq(sysm.csr_rdata),
