@@ -26,6 +26,7 @@ __all__ = ["Edge", "StepSeq", "Actor", "solve", "chain", "same", "NEG"]
 #: "No constraint" (far below any cycle).
 NEG = np.int64(-(1 << 40))
 ONES = np.ones(1 << 16, dtype=np.int64)
+STEPS = np.arange(1 << 16, dtype=np.int64)
 #: Passes over a unit's own output loop (its results waiting for room) per update.
 LOCAL_ROUNDS = 64
 
@@ -39,13 +40,18 @@ def same(a, b):
     return len(a) == len(b) and a.tobytes() == b.tobytes()
 
 
-def chain(a, cost):
-    """``x[s] = max(a[s], x[s-1] + cost[s-1])`` for every ``s`` (``x[0] = a[0]``)."""
-    if len(a) == 0:
+def chain(a, cost=None, step=1):
+    """``x[s] = max(a[s], x[s-1] + cost[s-1])`` for every ``s`` (``x[0] = a[0]``); without
+    ``cost``, every step costs ``step``."""
+    n = len(a)
+    if n == 0:
         return a.copy()
-    c = np.zeros(len(a), dtype=np.int64)
-    if len(a) > 1:
-        np.cumsum(cost[:-1], out=c[1:])
+    if cost is None:
+        c = STEPS[:n] * step if n <= len(STEPS) else np.arange(n, dtype=np.int64) * step
+    else:
+        c = np.zeros(n, dtype=np.int64)
+        if n > 1:
+            np.cumsum(cost[:-1], out=c[1:])
     return c + np.maximum.accumulate(a - c)
 
 
@@ -111,6 +117,7 @@ class StepSeq(Actor):
         self.cost = np.asarray(cost, dtype=np.int64)
         self.S = S = len(self.cost)
         self.pop_off = np.broadcast_to(np.asarray(pop_off, dtype=np.int64), (S,))
+        self.unit_cost = bool(S) and int(self.cost.max()) == 1 == int(self.cost.min())
         self.t0 = t0
         self.extra = []             # callables -> array of lower bounds on T
         self.T = np.zeros(S, dtype=np.int64)
@@ -138,7 +145,7 @@ class StepSeq(Actor):
         out = []
         for e, steps, off, slack in self.outs:
             if slack:
-                out.append(chain(np.maximum(T[steps] + off, e.room()), _ones(e.n)))
+                out.append(chain(np.maximum(T[steps] + off, e.room())))
         return out
 
     def update(self):
@@ -167,7 +174,7 @@ class StepSeq(Actor):
             if last is not None and same(a, last):
                 break                   # the same bounds: the same steps and pushes
             last = a
-            T = chain(a, self.cost)
+            T = chain(a, None if self.unit_cost else self.cost)
             pushes = new = self._pushes(T)
         changed = not same(T, self.T)
         self.T = T

@@ -48,7 +48,7 @@ class MemoryClient:
         """The grant of each request's last line for request ``times`` if the client had the
         memory to itself (a lower bound)."""
         L = self.lines
-        return chain(times + (L - 1), np.full(len(times), L, dtype=np.int64))
+        return chain(times + (L - 1), step=L)
 
     def request(self, times):
         """Set the request times; whether they changed."""
@@ -109,7 +109,7 @@ class Memory(Actor):
         times = np.concatenate([np.repeat(c.times, c.lines) for c in self.live])
         order = self.order
         g = np.empty(len(times), dtype=np.int64)
-        g[order] = chain(times[order], np.ones(len(times), dtype=np.int64))
+        g[order] = chain(times[order])
         at = 0
         for c in self.live:
             n = c.count * c.lines

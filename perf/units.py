@@ -19,7 +19,7 @@ from ..compiler.ops.offchip import (LinearOffChipLoad, LinearOffChipStore, Rando
 from ..compiler.ops.routing import Broadcast, EagerMerge, Parallelize, Partition, Reassemble
 from ..compiler.ops.shape import Promote, RepeatStatic, Reshape
 from .beats import fit, mapping_in, mapping_out
-from .engine import LOCAL_ROUNDS, NEG, Actor, StepSeq, _ones, chain, same
+from .engine import LOCAL_ROUNDS, NEG, Actor, StepSeq, chain, same
 from .memory import MemoryClient
 
 __all__ = ["build_unit", "Timing"]
@@ -292,17 +292,17 @@ class _Load(Actor):
             if last is not None and same(a, last):
                 break
             last = a
-            T = chain(a, _ones(n))
+            T = chain(a)
             ready = T + 1
             # the memory's last grants are a lower bound while the times only grow
             ready[d] = (np.maximum(self.client.grants(T[d] + self.tm.grant_delay),
                                    self.client.last) + self.latency + self.tm.load_ready)
-            P = chain(np.maximum(ready, room), _ones(n))
+            P = chain(np.maximum(ready, room))
         changed = not same(T, self.T)
         self.T = T
         changed |= self.client.request(T[d] + self.tm.grant_delay)
         ready[d] = self.client.done() + self.latency + self.tm.load_ready
-        P = chain(np.maximum(ready, room), _ones(n))
+        P = chain(np.maximum(ready, room))
         if not same(P, self.out.P):
             self.out.P = P
             self.out.version += 1
@@ -363,7 +363,7 @@ class _Store(Actor):
         q = np.full(len(d), NEG, dtype=np.int64)
         q[ok] = done[k[ok]]
         a[d] = np.maximum(a[d], q)
-        T = chain(a, np.ones(n, dtype=np.int64))
+        T = chain(a)
         changed = not same(T, self.T)
         self.T = T
         changed |= self.client.request(T[d] + 1)
@@ -382,7 +382,7 @@ class _Store(Actor):
             ready[d] = done + 1
             idx = mapping_out(self.ack.n, n)
             m = idx >= 0
-            P = chain(np.maximum(ready[m], self.ack.room()), np.ones(self.ack.n, dtype=np.int64))
+            P = chain(np.maximum(ready[m], self.ack.room()))
             if not same(self.ack.P, P):
                 self.ack.P = P
                 self.ack.version += 1
