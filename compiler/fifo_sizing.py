@@ -293,12 +293,12 @@ def lp_depths(program, widths, timing, *, throughput=1.0, pinned=None, base=2):
     return FifoPlan(depths, notes, needs, bits, time.perf_counter() - t0)
 
 
-def check_deadlocks(program, depths, timing):
+def check_deadlocks(program, depths, timing, needs=None):
     """Every reconvergence whose path cannot hold its token imbalance: a list of messages, each
     naming the fork, the path's FIFOs with their depths, the join, the swallowing branch and the
     beats (of which stream, of what shape and element) that would be stuck."""
     found = []
-    for n in reconvergences(program, timing):
+    for n in reconvergences(program, timing) if needs is None else needs:
         have = sum(depths[s] for s in n.path)
         if have >= n.beats:
             continue

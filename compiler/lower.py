@@ -458,7 +458,8 @@ def _size_fifos(program, lc, by_node, config, pinned, method, throughput, check)
         sizes = _fifo_depths(program, config.fifo_depth, pinned)
         record = {"method": "rule", "fifos": {}}
     record["bits"] = sum(sizes[s] * widths[s] for s in program.streams)
-    found = [] if check == "off" else check_deadlocks(program, sizes, timing_of)
+    needs = plan.needs if method == "lp" else None
+    found = [] if check == "off" else check_deadlocks(program, sizes, timing_of, needs)
     if found and check == "raise":
         raise LoweringError("\n".join(found))
     if found and check == "warn":
