@@ -21,8 +21,8 @@ Every stream of a lowered program becomes a FIFO. Two things decide how deep it 
 The rule stepforge used first (``fifo_depth`` everywhere, ``fifo_depth + hold`` on each branch
 of a reconvergent fork) stays in :mod:`stepforge.compiler.lower` (``fifo_sizing="rule"``);
 :func:`lp_depths` minimises the total FIFO bits
-subject to the constraints above with SciPy's HiGHS (an integer program: a handful of variables
-per fork), with ``throughput`` between 0 (deadlock-free, minimal area) and 1 (full rate, the
+subject to the constraints above: an integer program, a handful of variables per fork, whose
+constraints that share no FIFO are solved in closed form and the rest with SciPy's HiGHS, with ``throughput`` between 0 (deadlock-free, minimal area) and 1 (full rate, the
 default); :func:`check_deadlocks` reports every reconvergence whose FIFOs cannot hold its token
 imbalance, naming the fork, the branches, the shapes and the beats that would be stuck. Holds are
 SymPy expressions of the program's symbols, evaluated at their bounds; the plan keeps both.
@@ -246,8 +246,6 @@ def _rate_floor(program, s, timing, cons):
 def lp_depths(program, widths, timing, *, throughput=1.0, pinned=None, base=2):
     """FIFO depths by the integer program of the module doc: a :class:`FifoPlan`. A full-rate
     stream gets ``min(base, 2)`` entries at least (``HardwareConfig.fifo_depth``)."""
-    # deferred: SciPy takes about a second to import and only this pass uses it
-    from scipy.optimize import Bounds, LinearConstraint, milp
     t0 = time.perf_counter()
     if not 0 <= throughput <= 1:
         raise ValueError(f"throughput must be a number in 0..1, not {throughput!r}")
@@ -276,12 +274,8 @@ def lp_depths(program, widths, timing, *, throughput=1.0, pinned=None, base=2):
         rows.append(row)
         rhs.append(n.beats + math.ceil(throughput * (n.full - n.beats)))
     c = np.array([max(widths[s], 1) for s in streams], dtype=float)
-    constraints = [LinearConstraint(np.array(rows), np.array(rhs), np.inf)] if rows else []
-    res = milp(c, constraints=constraints, integrality=np.ones(len(streams)),
-               bounds=Bounds(lb, ub))
-    if not res.success:
-        raise ValueError(f"FIFO sizing: the integer program has no solution ({res.message})")
-    depths = {s: int(round(res.x[index[s]])) for s in streams}
+    x = _solve(c, np.array(rows).reshape(len(rows), len(streams)), np.array(rhs), lb, ub)
+    depths = {s: int(round(x[index[s]])) for s in streams}
     for n, r in zip(needs, rhs):
         # the FIFO of the path that took the beats carries the reason
         s = max(n.path, key=lambda s: depths[s] - lb[index[s]])
@@ -291,6 +285,36 @@ def lp_depths(program, widths, timing, *, throughput=1.0, pinned=None, base=2):
                         "why": n.why + f"; this path holds {r} beats"}
     bits = int(sum(depths[s] * widths[s] for s in streams))
     return FifoPlan(depths, notes, needs, bits, time.perf_counter() - t0)
+
+
+def _solve(c, A, b, lb, ub):
+    """``min c.x`` over integers with ``A x >= b`` and ``lb <= x <= ub`` (``A`` of 0/1 rows).
+
+    Constraints that share no variable with another are solved in closed form (the deficit on the
+    row's cheapest free variable: exact for one covering row); the rest, if any, by SciPy's HiGHS.
+    """
+    x = lb.astype(float).copy()
+    if not len(b):
+        return x
+    shared = (A.sum(axis=0) > 1)
+    coupled = np.array([bool((row.astype(bool) & shared).any()) for row in A])
+    for row, need in zip(A[~coupled], b[~coupled]):
+        cols = np.nonzero(row)[0]
+        deficit = need - x[cols].sum()
+        free = [k for k in cols if ub[k] > x[k]]
+        if deficit > 0 and free:
+            k = min(free, key=lambda k: c[k])
+            x[k] += min(deficit, ub[k] - x[k])
+    if coupled.any():
+        # deferred: SciPy takes about a second to import; only coupled constraints need it
+        from scipy.optimize import Bounds, LinearConstraint, milp
+        cols = np.nonzero(A[coupled].sum(axis=0))[0]
+        res = milp(c[cols], constraints=[LinearConstraint(A[coupled][:, cols], b[coupled], np.inf)],
+                   integrality=np.ones(len(cols)), bounds=Bounds(lb[cols], ub[cols]))
+        if not res.success:
+            raise ValueError(f"FIFO sizing: the integer program has no solution ({res.message})")
+        x[cols] = res.x
+    return x
 
 
 def check_deadlocks(program, depths, timing, needs=None):

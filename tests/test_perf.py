@@ -137,6 +137,7 @@ def test_one_below_the_lp_minimum_is_a_static_deadlock_naming_edges_shapes_and_b
 @pytest.mark.parametrize("tiling", ["dynamic", "static"])
 def test_lp_sizing_behind_data_dependent_routers(tiling):
     """MoE: Partition and Reassemble route by a selector; the LP holds each branch's bound."""
+    import scipy.optimize  # noqa: F401  (its one-time import is not the sizing's time)
     pf = load(EXAMPLES / "moe.py")
     rule = lower(pf.build(T=6, E=2, tiling=tiling))
     program = pf.build(T=6, E=2, tiling=tiling)
