@@ -65,16 +65,21 @@ class Edge:
         self.C = np.zeros(self.n, dtype=np.int64)
         self.src = self.dst = None
         self.version = 0
+        self._room = self._room_of = None
 
     def __repr__(self):
         return f"Edge({self.name!r}, n={self.n}, depth={self.depth})"
 
     def room(self):
-        """Earliest push time of every beat allowed by the free entries: ``C[j-depth] + 1``."""
+        """Earliest push time of every beat allowed by the free entries: ``C[j-depth] + 1``
+        (kept until the pops change: ``C`` is replaced, never written in place)."""
+        if self._room_of is self.C:
+            return self._room
         out = np.full(self.n, NEG, dtype=np.int64)
         d = self.depth
         if d < self.n:
             out[d:] = self.C[:-d] + 1
+        self._room, self._room_of = out, self.C
         return out
 
 
