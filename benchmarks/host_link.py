@@ -26,7 +26,7 @@ from stepforge.boards import build
 from stepforge.boards.host import SimBoard
 from stepforge.contract import host_protocol as hp
 from stepforge.hdl.config import HardwareConfig
-from stepforge.hdl.host_link import HostBridge, UartRx, UartTx, baud_divisor
+from stepforge.hdl.host_link import RX_FIFO_DEPTH, HostBridge, UartRx, UartTx, baud_divisor
 from stepforge.hdl.memory import MemoryGeometry
 from stepforge.loader import load
 from stepforge.sim.rtl import verilator
@@ -75,7 +75,7 @@ class LinkOnly(wiring.Component):
                            size_words=256)
         m.submodules.rx = rx = UartRx(self.divisor)
         m.submodules.tx = tx = UartTx(self.divisor)
-        m.submodules.q = q = fifo.SyncFIFOBuffered(width=8, depth=16)
+        m.submodules.q = q = fifo.SyncFIFO(width=8, depth=RX_FIFO_DEPTH)
         m.submodules.bridge = br = HostBridge(g, status_csrs=(1, 2, 3), timeout=self.clock_hz // 50,
                                               clock_hz=self.clock_hz, baud=self.baud)
         m.submodules.mem = mem = memory.Memory(shape=16, depth=256, init=[])

@@ -36,8 +36,8 @@ WRITE      addr u32, then ``n >= 1`` words        (none)
 READ       addr u32, count u16                    ``count`` words
 CSR        first u16, count u16                   ``count`` CSRs (u32 each) from ``first``
 START      (none)                                 (none)
-STATUS     (none)                                 :data:`STATUS_FORMAT`: flags, error code,
-                                                  error unit, cycles
+STATUS     (none)                                 :data:`STATUS_FORMAT`: flags, cycles,
+                                                  error unit, error code
 RESET      (none)                                 (none): the program's units, FIFOs,
                                                   counters and memory pipeline are reset and
                                                   it may be started again (memory contents
@@ -85,8 +85,9 @@ FRAME_OVERHEAD = HEADER_BYTES + 2
 #: reserved u16, design id u32, clock in Hz u32, baud u32.
 INFO_FORMAT = "<BBBBHHIII"
 INFO_BYTES = struct.calcsize(INFO_FORMAT)
-#: ``STATUS`` reply data: flags u8 (:class:`Flags`), error code u8, error unit u16, cycles u32.
-STATUS_FORMAT = "<BBHI"
+#: ``STATUS`` reply data: flags u8 (:class:`Flags`), then the cycle counter, the error unit and
+#: the error code as the System's CSRs hold them (u32 each).
+STATUS_FORMAT = "<BIII"
 STATUS_BYTES = struct.calcsize(STATUS_FORMAT)
 
 
@@ -304,14 +305,15 @@ class RunStatus:
                 f"error_unit={self.error_unit}, cycles={self.cycles})")
 
     def pack(self):
-        return struct.pack(STATUS_FORMAT, int(self.flags), self.error_code, self.error_unit,
-                           self.cycles)
+        return struct.pack(STATUS_FORMAT, int(self.flags), self.cycles, self.error_unit,
+                           self.error_code)
 
     @classmethod
     def unpack(cls, data):
         if len(data) != STATUS_BYTES:
             raise ProtocolError(f"STATUS data must be {STATUS_BYTES} bytes, not {len(data)}")
-        return cls(*struct.unpack(STATUS_FORMAT, data))
+        flags, cycles, unit, code = struct.unpack(STATUS_FORMAT, data)
+        return cls(flags, code, unit, cycles)
 
     @property
     def state(self):

@@ -103,8 +103,7 @@ class BridgeModel:
             flags = (hp.Flags.RUNNING if self.running else 0) | (
                 hp.Flags.STARTED if self.started else 0)
             cyc, unit, code = (self.csr(a) for a in self.status_csrs)
-            return hp.reply(cmd, seq, S.OK, hp.RunStatus(flags, code & 0xFF, unit & 0xFFFF,
-                                                         cyc).pack())
+            return hp.reply(cmd, seq, S.OK, hp.RunStatus(flags, code, unit, cyc).pack())
         return hp.reply(cmd, seq, S.COMMAND)
 
     def csr(self, addr):

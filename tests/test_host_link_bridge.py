@@ -261,3 +261,10 @@ def test_host_link_top_ports_and_checks():
             HostLinkTop(top.system, clock_hz=12_000_000, baud=6_000_000)
         del hw, top
         gc.collect()
+
+
+def test_status_csrs_must_be_consecutive():
+    g = MemoryGeometry(word_bytes=2, channels=1, bytes_per_channel=2, latency=4, size_words=8)
+    with pytest.raises(ValueError, match=r"HostBridge status_csrs must be 3 consecutive CSR "
+                                         r"addresses, not \(1, 3, 2\)"):
+        HostBridge(g, status_csrs=(1, 3, 2), timeout=10)

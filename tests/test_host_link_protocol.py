@@ -68,7 +68,7 @@ def test_info_and_status_records():
     assert st.state == "done"
     assert hp.RunStatus(hp.Flags.STARTED, 0, 0, 0).state == "running"
     assert hp.RunStatus(hp.Flags.ERROR | hp.Flags.STARTED, 3, 2, 9).state == "error"
-    with pytest.raises(hp.ProtocolError, match="STATUS data must be 8 bytes, not 3"):
+    with pytest.raises(hp.ProtocolError, match="STATUS data must be 13 bytes, not 3"):
         hp.RunStatus.unpack(b"abc")
     assert hp.read_payload(0x01020304, 5) == b"\x04\x03\x02\x01\x05\x00"
     assert hp.csr_payload(3, 2) == b"\x03\x00\x02\x00"

@@ -41,8 +41,8 @@ class HostBridge(wiring.Component):
     * ``CSR``: one register per 4 bytes sent, through ``csr_addr``/``csr_rdata`` (one cycle);
     * ``START``: ``start`` pulses for one cycle (once; later ones answer ``STARTED``);
     * ``RESET``: ``system_reset`` pulses for one cycle and ``START`` is allowed again;
-    * ``STATUS``: ``running``/``done``/``error``/``deadlock`` and the CSRs at ``status_csrs``
-      (cycles, error unit, error code);
+    * ``STATUS``: ``running``/``done``/``error``/``deadlock``/started, then the three CSRs from
+      ``status_csrs`` (cycles, error unit, error code) as a ``CSR`` read sends them;
     * ``INFO``: constants.
 
     A frame whose bytes stop for ``timeout`` cycles is answered ``TIMEOUT``; after any other
@@ -55,7 +55,7 @@ class HostBridge(wiring.Component):
     geometry : stepforge.hdl.memory.MemoryGeometry
         The memory behind ``debug`` (word size, address width, size).
     status_csrs : (int, int, int)
-        CSR addresses of the cycle counter, the error unit and the error code.
+        CSR addresses of the cycle counter, the error unit and the error code (consecutive).
     timeout : int
         Cycles of silence that end a frame (``>= 1``).
     design_id, clock_hz, baud : int
@@ -93,8 +93,10 @@ class HostBridge(wiring.Component):
                              f"in {wb}..65527, not {max_data!r}")
         if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout < 1:
             raise ValueError(f"HostBridge timeout must be an int >= 1, not {timeout!r}")
-        if len(tuple(status_csrs)) != 3:
-            raise ValueError(f"HostBridge status_csrs must be 3 CSR addresses, not {status_csrs!r}")
+        first = tuple(status_csrs)[0] if len(tuple(status_csrs)) == 3 else None
+        if first is None or tuple(status_csrs) != (first, first + 1, first + 2):
+            raise ValueError(f"HostBridge status_csrs must be 3 consecutive CSR addresses, "
+                             f"not {status_csrs!r}")
         self.geometry = geometry
         self.status_csrs = tuple(status_csrs)
         self.timeout = timeout
@@ -148,7 +150,8 @@ class HostBridge(wiring.Component):
         length = Signal(range(max_len + 1), name="frame_len")   # longer frames are drained
         got = Signal(range(max_len + 1), name="frame_got")      # payload bytes received
         arg = Signal(48, name="frame_arg")            # the first 6 payload bytes, LSB first
-        crc = Signal(16, init=hp.CRC_INIT, name="rx_crc")
+        # one CRC register for both directions: a frame is received, then answered
+        crc = Signal(16, init=hp.CRC_INIT, name="crc")
         wacc = Signal(g.word_bits, name="write_word")  # a WRITE word being assembled
         wbyte = Signal(range(max(2, wb)), name="write_byte")
         nwords = Signal(range(max_words + 1), name="write_words")
@@ -176,20 +179,19 @@ class HostBridge(wiring.Component):
         addr_hi_zero = Signal(name="check_addr_high_zero")
         end = Signal(size_bits + 1, name="check_end")
         range_ok = Signal(name="check_range_ok")
-        reply_len = Signal(range(self.max_data + 1), name="check_reply_len")
+        reply_len = Signal(range(self.max_data + 2), name="check_reply_len")   # with status
 
         # ---- the reply
         hdr = Signal(range(8), name="reply_header_index")
-        tx_crc = Signal(16, init=hp.CRC_INIT, name="tx_crc")
         sr_bits = max(g.word_bits, 32)
         sr = Signal(sr_bits, name="reply_shift")
         sr_left = Signal(range(sr_bits // 8 + 1), name="reply_shift_bytes")
         items = Signal(range(max(max_words, self.max_data // 4) + 1),
                        name="reply_items")            # words or CSRs still to fetch
-        data_len = Signal(range(self.max_data + 1), name="reply_data_len")
+        total = Signal(range(self.max_data + 2), name="reply_total")   # status byte and data
         cursor = Signal(max(g.addr_bits, 16), name="reply_cursor")   # next word or CSR
-        stat = Signal(8 * hp.STATUS_BYTES, name="status_data")
-        tidx = Signal(range(max(hp.INFO_BYTES, hp.STATUS_BYTES)), name="reply_table_index")
+        flags_r = Signal(5, name="status_flags")
+        tidx = Signal(range(hp.INFO_BYTES), name="reply_table_index")
         widx = Signal(range(max_words + 1), name="exec_index")
 
         # registered outputs to the System
@@ -216,8 +218,6 @@ class HostBridge(wiring.Component):
             m.d.sync += [tx_valid.eq(out.valid), tx_byte.eq(out.payload)]
         sent = Signal(name="reply_sent")
         m.d.comb += sent.eq(out.valid & out.ready)
-        with m.If(sent):
-            m.d.sync += tx_crc.eq(crc16_step(tx_crc, out.payload))
 
         # input timeout: cycles since the last byte (while a frame is open or being drained)
         with m.If(take):
@@ -229,15 +229,17 @@ class HostBridge(wiring.Component):
         with m.If(self.rx_error):
             m.d.sync += lost.eq(1)
 
-        def rx_byte():
-            m.d.sync += crc.eq(crc16_step(crc, byte))
+        # every byte taken or sent goes through the CRC (the states below restart it)
+        with m.If(take | sent):
+            m.d.sync += crc.eq(crc16_step(crc, Mux(sent, out.payload, byte)))
 
         info = self.info.pack()
         flags = Cat(self.running, self.done, self.error, self.deadlock, started)
 
-        def reply(code, nbytes=0, items_=0):
-            m.d.sync += [status.eq(code), data_len.eq(nbytes), items.eq(items_), hdr.eq(0),
-                         tx_crc.eq(hp.CRC_INIT), sr_left.eq(0), tidx.eq(0)]
+        def reply(code, nbytes=1, items_=0):
+            """Send the reply: ``nbytes`` of payload (the status byte and the data)."""
+            m.d.sync += [status.eq(code), total.eq(nbytes), items.eq(items_), hdr.eq(0),
+                         sr_left.eq(0), tidx.eq(0)]
             m.next = "REPLY_HEADER"
 
         def receive(state, nxt, action=None, every=()):
@@ -247,7 +249,6 @@ class HostBridge(wiring.Component):
                 m.d.sync += every
                 m.d.comb += self.rx.ready.eq(1)
                 with m.If(take):
-                    rx_byte()
                     if action is not None:
                         action()
                     else:
@@ -320,7 +321,7 @@ class HostBridge(wiring.Component):
                                 & (csr_count <= self.max_data // 4), 1))),
                 addr_hi_zero.eq(addr[size_bits:] == 0),
                 end.eq(addr[:size_bits] + Mux(is_[C.WRITE], nwords, count)),
-                reply_len.eq(Mux(is_[C.CSR], csr_count << 2, _times(count, wb))),
+                reply_len.eq(Mux(is_[C.CSR], csr_count << 2, _times(count, wb)) + 1),
             ])
             receive("CRC1", "CHECK", every=[range_ok.eq(addr_hi_zero & (end <= g.size_words))])
 
@@ -343,7 +344,7 @@ class HostBridge(wiring.Component):
                 with m.Elif(is_[C.START] & started):
                     refuse(S.STARTED)
                 with m.Elif(is_[C.INFO]):
-                    reply(S.OK, len(info))
+                    reply(S.OK, 1 + len(info))
                 with m.Elif(is_[C.WRITE]):
                     m.d.sync += widx.eq(0)
                     m.next = "WRITE_FETCH"
@@ -359,9 +360,9 @@ class HostBridge(wiring.Component):
                 with m.Elif(is_[C.RESET]):
                     m.d.sync += [sys_rst.eq(1), started.eq(0)]
                     reply(S.OK)
-                with m.Else():     # STATUS
-                    m.d.sync += [csr_a.eq(self.status_csrs[0]), stat[:8].eq(flags)]
-                    m.next = "STATUS_WAIT"
+                with m.Else():     # STATUS: the flags, then three CSRs
+                    m.d.sync += [cursor.eq(self.status_csrs[0]), flags_r.eq(flags)]
+                    reply(S.OK, 1 + hp.STATUS_BYTES, 3)
             with m.State("DRAIN"):
                 m.d.comb += self.rx.ready.eq(1)
                 with m.If(~take & timed_out):
@@ -376,21 +377,7 @@ class HostBridge(wiring.Component):
                     reply(S.OK)
                 with m.Else():
                     m.next = "WRITE_FETCH"
-            # csr_addr is registered: a CSR's value arrives two cycles after it is chosen
-            with m.State("STATUS_WAIT"):
-                m.d.sync += csr_a.eq(self.status_csrs[1])
-                m.next = "STATUS_CYCLES"
-            with m.State("STATUS_CYCLES"):
-                m.d.sync += [csr_a.eq(self.status_csrs[2]), stat[32:64].eq(self.csr_rdata)]
-                m.next = "STATUS_UNIT"
-            with m.State("STATUS_UNIT"):
-                m.d.sync += stat[16:32].eq(self.csr_rdata)
-                m.next = "STATUS_CODE"
-            with m.State("STATUS_CODE"):
-                m.d.sync += stat[8:16].eq(self.csr_rdata[:8])
-                reply(S.OK, hp.STATUS_BYTES)
             with m.State("REPLY_HEADER"):
-                total = data_len + 1
                 head = [hp.SYNC, cmd | hp.REPLY, seq, total[:8], total[8:], status]
                 m.d.comb += out.valid.eq(1)
                 with m.Switch(hdr):
@@ -400,29 +387,33 @@ class HostBridge(wiring.Component):
                 with m.If(sent):
                     m.d.sync += hdr.eq(hdr + 1)
                     with m.If(hdr == 0):
-                        m.d.sync += tx_crc.eq(hp.CRC_INIT)   # the CRC starts after SYNC
+                        m.d.sync += crc.eq(hp.CRC_INIT)   # the CRC starts after SYNC
                     with m.If(hdr == len(head) - 1):
                         with m.If(status != S.OK):
                             m.d.sync += hdr.eq(0)
                             m.next = "REPLY_CRC"
-                        with m.Elif(is_[C.INFO] | is_[C.STATUS]):
+                        with m.Elif(is_[C.INFO]):
                             m.next = "REPLY_TABLE"
+                        with m.Elif(is_[C.STATUS]):
+                            m.next = "REPLY_FLAGS"
                         with m.Else():
                             m.next = "REPLY_DATA"
             with m.State("REPLY_TABLE"):
-                # INFO's constants or STATUS's register, byte by byte
+                # INFO's constants, byte by byte
                 m.d.comb += out.valid.eq(1)
                 with m.Switch(tidx):
-                    for i in range(max(len(info), hp.STATUS_BYTES)):
+                    for i, value in enumerate(info):
                         with m.Case(i):
-                            st = stat[8 * i:8 * i + 8] if i < hp.STATUS_BYTES else 0
-                            inf = info[i] if i < len(info) else 0
-                            m.d.comb += out.payload.eq(Mux(is_[C.INFO], inf, st))
+                            m.d.comb += out.payload.eq(value)
                 with m.If(sent):
                     m.d.sync += tidx.eq(tidx + 1)
-                    with m.If(tidx == Mux(is_[C.INFO], len(info), hp.STATUS_BYTES) - 1):
+                    with m.If(tidx == len(info) - 1):
                         m.d.sync += hdr.eq(0)
                         m.next = "REPLY_CRC"
+            with m.State("REPLY_FLAGS"):
+                m.d.comb += [out.valid.eq(1), out.payload.eq(flags_r)]
+                with m.If(sent):
+                    m.next = "REPLY_DATA"
             with m.State("REPLY_DATA"):
                 with m.If(sr_left != 0):
                     m.d.comb += [out.valid.eq(1), out.payload.eq(sr[:8])]
@@ -450,10 +441,10 @@ class HostBridge(wiring.Component):
                 m.next = "REPLY_DATA"
             with m.State("REPLY_CRC"):
                 m.d.comb += [out.valid.eq(1),
-                             out.payload.eq(Mux(hdr == 0, tx_crc[8:], tx_crc[:8]))]
+                             out.payload.eq(Mux(hdr == 0, crc[8:], crc[:8]))]
                 with m.If(sent):
                     with m.If(hdr == 0):
-                        m.d.sync += [hdr.eq(1), tx_crc.eq(tx_crc)]   # hold: the CRC is sent
+                        m.d.sync += [hdr.eq(1), crc.eq(crc)]   # hold: the CRC is being sent
                     with m.Else():
                         m.next = "HUNT"
         return m

@@ -14,8 +14,10 @@ from .uart import UartRx, UartTx, baud_divisor
 
 __all__ = ["HostLinkTop", "design_id", "RX_FIFO_DEPTH"]
 
-#: Bytes the receiver can hold while the bridge is busy executing or replying.
-RX_FIFO_DEPTH = 16
+#: Bytes the receiver can hold while the bridge is busy executing or replying (the host waits
+#: for each reply, so only a host that gave up waiting sends into a busy bridge; a byte that
+#: finds the FIFO full is counted as lost).
+RX_FIFO_DEPTH = 4
 
 
 def design_id(hw):
@@ -106,7 +108,7 @@ class HostLinkTop(wiring.Component):
 
         m.submodules.uart_rx = rx = UartRx(self.divisor)
         m.submodules.uart_tx = tx = UartTx(self.divisor)
-        m.submodules.rx_fifo = rxq = fifo.SyncFIFOBuffered(width=8, depth=RX_FIFO_DEPTH)
+        m.submodules.rx_fifo = rxq = fifo.SyncFIFO(width=8, depth=RX_FIFO_DEPTH)
         m.submodules.bridge = bridge = HostBridge(
             sysm.hw.geometry, status_csrs=(csrs["cycles"], csrs["error_unit"], csrs["error_code"]),
             timeout=self.timeout, design_id=self.design_id, clock_hz=self.clock_hz,
