@@ -41,7 +41,7 @@ from .ops.memory import Bufferize
 from .ops.routing import Broadcast, EagerMerge, Partition
 from .ops.shape import Promote, RepeatStatic, Reshape
 
-__all__ = ["UnitTiming", "Need", "FifoPlan", "reconvergences", "lp_depths", "check_deadlocks",
+__all__ = ["UnitTiming", "Need", "FifoPlan", "reconvergences", "lp_depths", "check_deadlocks", "looks_ahead",
            "unit_timing"]
 
 
@@ -126,7 +126,7 @@ def _hold(node):
     return 0, sympy.Integer(0)
 
 
-def _looks_ahead(node):
+def looks_ahead(node):
     """Whether the unit of ``node`` holds an element until it sees the next beat (a stop may follow)."""
     if isinstance(node, Promote):
         return node.b in (0, node.inputs[0].rank + 1)
@@ -156,7 +156,7 @@ def _reach(program, stream, cons):
                     h, hx = whole, card
             new_last = max(last, h)
             total, texpr = (hold, hexpr) if hold >= h else (h, hx)
-            if _looks_ahead(node):
+            if looks_ahead(node):
                 # it keeps one element until the next arrives: one more upstream hold
                 total, texpr = hold + max(last, 1), hexpr + max(last, 1)
             f = filtered or isinstance(node, _SELECTIVE)

@@ -27,7 +27,7 @@ from ..hdl.config import HardwareConfig
 from ..hdl.memory import MemoryGeometry, MemoryPort, TensorPlacement
 from .dims import fmt_shape
 from .errors import LoweringError
-from .fifo_sizing import _looks_ahead, check_deadlocks, lp_depths, unit_timing
+from .fifo_sizing import looks_ahead, check_deadlocks, lp_depths, unit_timing
 from .graph import Program
 from .metrics import metrics
 from .ops.compute import Accum, Filter
@@ -245,7 +245,7 @@ def _fifo_depths(program, base, pinned):
                     h = max(h, whole or 0)
                 new_last = max(last, h)
                 total = max(hold, h)
-                if _looks_ahead(node):
+                if looks_ahead(node):
                     # it keeps one element until the next arrives: one more upstream hold
                     total = hold + max(last, 1)
                 f = filtered or isinstance(node, selective)

@@ -18,7 +18,8 @@ from ..sim.ref.interpreter import run
 from .beats import beats_of
 from .engine import Edge, solve
 from .memory import Memory
-from .units import Timing, _pmu, _ReadSide, build_unit
+from .pmu import ReadSide, write_side
+from .units import Timing, build_unit
 
 __all__ = ["PerfResult", "predict", "predict_program", "Deadlock"]
 
@@ -91,11 +92,11 @@ def build(hw, ref, timing=None, depths=None):
     for u in hw.units:
         if isinstance(u.node, Bufferize):
             readers = []
-            w = _pmu(u, ins[u.name], outs[u.name], tm, readers)
+            w = write_side(u, ins[u.name], outs[u.name], tm, readers)
             pmus[u.node] = w
             for r in hw.units:
                 if isinstance(r.node, Streamify) and r.component is u.component:
-                    side = _ReadSide(r, ins[r.name], outs[r.name], tm, w.buffer_sizes)
+                    side = ReadSide(r, ins[r.name], outs[r.name], tm, w.buffer_sizes)
                     readers.append(side)
                     w.watch.append(side.outs[0][0])      # its releases bound the write side
                     pmus[r.node] = side

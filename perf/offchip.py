@@ -1,0 +1,167 @@
+"""The off-chip units in the timing model: loads and stores through the memory's grants.
+
+A load (:class:`~stepforge.hdl.offchip_load.LinearLoadUnit`, ``RandomLoadUnit``) issues a
+command per output beat; a tile takes a slot of its ``buffer_tiles``-tile buffer, its
+``len(placement.tile_lines)`` lines are requested ``grant_delay`` cycles later, and its beat is
+ready ``mem_latency + load_ready`` cycles after its last line is granted. A store takes a beat
+per cycle and requests a tile's lines as it enters; at most ``store_queue`` tiles wait for their
+lines; it is done when its last line is granted.
+"""
+
+import numpy as np
+
+from .beats import mapping_in, mapping_out
+from .engine import LOCAL_ROUNDS, NEG, Actor, chain, same
+
+__all__ = ["LoadActor", "StoreActor"]
+
+
+class LoadActor(Actor):
+    """A load unit: a command per output beat, a tile buffer slot per tile, its lines through the
+    memory, the beat out when its last line has arrived."""
+
+    def __init__(self, u, ins, out, mem, tm):
+        self.name = u.name
+        comp = u.component
+        self.out = out
+        out.src = self
+        self.ref = next(iter(ins.values()), None)
+        n = out.n
+        self.ref_idx = (mapping_in(self.ref.n, n) if self.ref is not None and self.ref.n <= n
+                        else None)
+        if self.ref is not None:
+            self.ref.dst = self
+        has = out.info.has.astype(bool)
+        self.has = has
+        self.data = np.nonzero(has)[0]
+        lines = len(comp.placement.tile_lines)
+        self.buf = comp.buffer_tiles
+        self.tm = tm
+        self.latency = comp.placement.geometry.latency
+        self.client = mem.client(self.name, "read", len(self.data), lines)
+        self.T = np.zeros(n, dtype=np.int64)
+        self.busy_cycles = len(self.data) * lines
+        self.watch = [out, self.client] + ([self.ref] if self.ref is not None else [])
+
+    def update(self):
+        n = self.out.n
+        base = np.zeros(n, dtype=np.int64)
+        if self.ref_idx is not None:
+            m = self.ref_idx >= 0
+            base[m] = np.maximum(base[m], self.ref.P + 1)
+        d = self.data
+        room = self.out.room()
+        P = self.out.P
+        k = np.arange(len(d)) - self.buf
+        ok = k >= 0
+        last = None
+        for _ in range(LOCAL_ROUNDS):
+            # a tile takes a slot of the buffer: the tile ``buf`` tiles before it must have left
+            a = base.copy()
+            a[d[ok]] = np.maximum(a[d[ok]], P[d[k[ok]]])
+            if last is not None and same(a, last):
+                break
+            last = a
+            T = chain(a)
+            ready = T + 1
+            # the memory's last grants are a lower bound while the times only grow
+            ready[d] = (np.maximum(self.client.grants(T[d] + self.tm.grant_delay),
+                                   self.client.last) + self.latency + self.tm.load_ready)
+            P = chain(np.maximum(ready, room))
+        changed = not same(T, self.T)
+        self.T = T
+        changed |= self.client.request(T[d] + self.tm.grant_delay)
+        ready[d] = self.client.done() + self.latency + self.tm.load_ready
+        P = chain(np.maximum(ready, room))
+        if not same(P, self.out.P):
+            self.out.P = P
+            self.out.version += 1
+            changed = True
+        if self.ref_idx is not None:
+            m = self.ref_idx >= 0
+            C = T[m]
+            if not same(self.ref.C, C):
+                self.ref.C = C
+                self.ref.version += 1
+                changed = True
+        return changed
+
+    def busy(self):
+        return self.busy_cycles
+
+
+class StoreActor(Actor):
+    """A store unit: takes a beat per cycle, a tile's lines go to the memory as it enters; a few
+    tiles may wait for their lines; done when the last line is written."""
+
+    def __init__(self, u, ins, outs, mem, tm):
+        self.name = u.name
+        comp = u.component
+        node = u.node
+        self.x = ins["data"] if "data" in ins else ins["in0"]
+        self.addr = ins.get("addr")
+        for e in ins.values():
+            e.dst = self
+        self.ack = outs.get("ack")
+        if self.ack is not None:
+            self.ack.src = self
+        n = self.x.n
+        self.n = n
+        self.data = np.nonzero(self.x.info.has.astype(bool))[0]
+        lines = len(comp.placement.tile_lines)
+        self.client = mem.client(self.name, "write", len(self.data), lines)
+        self.tm = tm
+        self.T = np.zeros(n, dtype=np.int64)
+        self.finish = 0
+        self.busy_cycles = len(self.data) * lines
+        self.node = node
+        self.addr_idx = (mapping_in(self.addr.n, n) if self.addr is not None and self.addr.n <= n
+                         else None)
+        self.watch = [e for e in (self.x, self.addr, self.ack) if e is not None] + [self.client]
+
+    def update(self):
+        n = self.n
+        a = self.x.P + 1
+        ai = self.addr_idx
+        if ai is not None:
+            m = ai >= 0
+            a[m] = np.maximum(a[m], self.addr.P + 1)
+        d = self.data
+        done = self.client.done()
+        k = np.arange(len(d)) - self.tm.store_queue
+        ok = k >= 0
+        q = np.full(len(d), NEG, dtype=np.int64)
+        q[ok] = done[k[ok]]
+        a[d] = np.maximum(a[d], q)
+        T = chain(a)
+        changed = not same(T, self.T)
+        self.T = T
+        changed |= self.client.request(T[d] + 1)
+        if not same(self.x.C, T):
+            self.x.C = T.copy()
+            self.x.version += 1
+            changed = True
+        if ai is not None:
+            m = ai >= 0
+            if not same(self.addr.C, T[m]):
+                self.addr.C = T[m]
+                self.addr.version += 1
+                changed = True
+        if self.ack is not None:
+            ready = T + 1
+            ready[d] = done + 1
+            idx = mapping_out(self.ack.n, n)
+            m = idx >= 0
+            P = chain(np.maximum(ready[m], self.ack.room()))
+            if not same(self.ack.P, P):
+                self.ack.P = P
+                self.ack.version += 1
+                changed = True
+        self.finish = int(max(T[-1] + 1, (done.max() + 1) if len(done) else 0))
+        return changed
+
+    def end(self):
+        return self.finish
+
+    def busy(self):
+        return self.busy_cycles

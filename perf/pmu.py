@@ -1,0 +1,93 @@
+"""The PMU in the timing model: a Bufferize's write side and its Streamify read sides.
+
+The write side takes a beat per cycle and sends a buffer's ref one cycle after its closing beat;
+buffer ``k`` waits until every read side has released buffer ``k - slots``. A read side takes a
+buffer id, starts replaying it ``pmu_start`` cycles later, one beat per cycle into its two-entry
+output FIFO, and releases the buffer after its last replayed beat.
+"""
+
+import numpy as np
+
+from .beats import fit, mapping_in
+from .engine import NEG, StepSeq
+
+__all__ = ["write_side", "ReadSide"]
+
+
+def write_side(u, ins, outs, tm, readers):
+    """The write side of a PMU (Bufferize): a beat per cycle, a ref per closed buffer; buffer
+    ``k`` waits for the release of buffer ``k - slots`` by every read side."""
+    node, comp = u.node, u.component
+    x = ins["in0"]
+    refs = outs["out"]
+    S = x.n
+    closes = x.info.stop >= node.b
+    seq = StepSeq(u.name, np.ones(S, dtype=np.int64), [(x, np.arange(S))],
+                  [(refs, fit(closes, refs.n, S), 1, 1)])
+    # buffer number of every step, and the first step of each buffer
+    buf_of = np.concatenate([[0], np.cumsum(closes)[:-1]])
+    starts = np.nonzero(np.concatenate([[True], buf_of[1:] != buf_of[:-1]]))[0]
+    slots = comp.params.slots or comp.params.blocks
+    seq.buffer_sizes = np.diff(np.concatenate([starts, [S]]))
+
+    def slot_bound():
+        a = np.full(S, NEG, dtype=np.int64)
+        for r in readers:
+            rel = r.release
+            k = np.arange(len(starts)) - slots
+            ok = (k >= 0) & (k < len(rel))
+            a[starts[ok]] = np.maximum(a[starts[ok]], rel[k[ok]] + 1)
+        return a
+    seq.extra.append(slot_bound)
+    seq.readers = readers
+    return seq
+
+
+class ReadSide(StepSeq):
+    """A PMU read side (Streamify): per buffer id, the buffer replayed beat by beat."""
+
+    def __init__(self, u, ins, outs, tm, sizes):
+        node = u.node
+        bufs = ins["buffers"]
+        out = outs["out"]
+        S = out.n
+        nb = int(bufs.info.has.sum())
+        per = None
+        if node.repeat is not None and sizes is not None and len(sizes) >= nb:
+            per = np.asarray(sizes[:nb], dtype=np.int64) * node.repeat
+            if per.sum() != S:
+                per = None
+        if per is None:
+            edges = mapping_in(max(nb, 1), S)
+            first = np.nonzero(edges >= 0)[0]
+        else:
+            first = np.concatenate([[0], np.cumsum(per)[:-1]])
+        take = np.zeros(S, dtype=bool)
+        take[first[first < S]] = True
+        bi = fit(take, bufs.n, S)
+        ins_ = [(bufs, bi)]
+        if "ref" in ins:
+            ins_.append((ins["ref"], mapping_in(ins["ref"].n, S)))
+        cost = np.ones(S, dtype=np.int64)
+        super().__init__(u.name, cost, ins_, [(out, np.arange(S), 1, tm.pmu_slack)])
+        self.pop_off = np.zeros(S, dtype=np.int64)
+        # the first beat of a buffer starts pmu_start cycles after its id is taken
+        self.first = first[first < S]
+        self.last = np.concatenate([self.first[1:] - 1, [S - 1]]) if len(self.first) else []
+        self.tm = tm
+        self.bufs = bufs
+        self.release = np.zeros(len(self.first), dtype=np.int64)
+        self.first_take = bi[self.first]
+
+        def start_bound():
+            a = np.full(S, NEG, dtype=np.int64)
+            ok = self.first_take >= 0
+            a[self.first[ok]] = bufs.P[self.first_take[ok]] + 1 + tm.pmu_start - 1
+            return a
+        self.extra.append(start_bound)
+
+    def update(self):
+        changed = super().update()
+        if len(self.first):
+            self.release = self.outs[0][0].P[np.asarray(self.last, dtype=np.int64)]
+        return changed
