@@ -41,8 +41,8 @@ from .ops.memory import Bufferize
 from .ops.routing import Broadcast, EagerMerge, Partition
 from .ops.shape import Promote, RepeatStatic, Reshape
 
-__all__ = ["UnitTiming", "Need", "FifoPlan", "reconvergences", "lp_depths", "check_deadlocks", "looks_ahead",
-           "unit_timing"]
+__all__ = ["UnitTiming", "Need", "FifoPlan", "reconvergences", "lp_depths", "check_deadlocks",
+           "looks_ahead", "unit_timing"]
 
 
 @dataclass

@@ -27,7 +27,7 @@ from ..hdl.config import HardwareConfig
 from ..hdl.memory import MemoryGeometry, MemoryPort, TensorPlacement
 from .dims import fmt_shape
 from .errors import LoweringError
-from .fifo_sizing import looks_ahead, check_deadlocks, lp_depths, unit_timing
+from .fifo_sizing import check_deadlocks, looks_ahead, lp_depths, unit_timing
 from .graph import Program
 from .metrics import metrics
 from .ops.compute import Accum, Filter
