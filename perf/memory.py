@@ -50,12 +50,20 @@ class MemoryClient:
         L = self.lines
         return chain(times + (L - 1), step=L)
 
+    def estimate(self, times):
+        """The grants of requests at ``times`` as far as the client can tell: exact while the
+        memory grants each client alone, else a lower bound (the memory's last grants)."""
+        own = self.grants(times)
+        return own if self.memory.order is None else np.maximum(own, self.last)
+
     def request(self, times):
         """Set the request times; whether they changed."""
         if same(times, self.req.times):
             return False
         self.req.times = np.asarray(times, dtype=np.int64).copy()
         self.req.version += 1
+        if self.memory.order is None:
+            self.last = self.grants(self.req.times)      # what the memory will grant
         return True
 
     def done(self):

@@ -64,9 +64,8 @@ class LoadActor(Actor):
             last = a
             T = chain(a)
             ready = T + 1
-            # the memory's last grants are a lower bound while the times only grow
-            ready[d] = (np.maximum(self.client.grants(T[d] + self.tm.grant_delay),
-                                   self.client.last) + self.latency + self.tm.load_ready)
+            ready[d] = (self.client.estimate(T[d] + self.tm.grant_delay) + self.latency
+                        + self.tm.load_ready)
             P = chain(np.maximum(ready, room))
         changed = not same(T, self.T)
         self.T = T
