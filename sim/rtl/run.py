@@ -30,7 +30,8 @@ from . import verilator
 from .separate import UnitLibrary, gc_paused
 from .shell import shell
 
-__all__ = ["RTLResult", "compile_program", "run_rtl", "deadlock_report", "error_report"]
+__all__ = ["RTLResult", "compile_program", "run_rtl", "job_regions", "decode_readback",
+           "deadlock_report", "error_report"]
 
 
 @dataclass
@@ -139,24 +140,15 @@ def _unpack_stream(layout, words, wpb, word_bits, nbeats):
     return beats
 
 
-def run_rtl(program, tensors=None, inputs=None, *, config=None, depths=None, stall=False,
-            watchdog=10_000, max_cycles=50_000_000, waves=False, workdir=None, progress=None):
-    """Compile, build and run ``program`` in Verilator; return an :class:`RTLResult`."""
-    say = progress or (lambda msg: None)
-    tensors, inputs = dict(tensors or {}), dict(inputs or {})
-    timings = {}
-    t0 = time.perf_counter()
-    say("lowering and converting to Verilog")
-    hw, system, text = compile_program(program, config, depths=depths)
-    timings["compile"] = time.perf_counter() - t0
-    g = hw.geometry
-    t0 = time.perf_counter()
-    say(f"building with Verilator ({len(text.splitlines())} lines of Verilog)")
-    sim = shell(text)
-    build_dir = verilator.build(text + sim.verilog, sim.name, build_args=sim.build_args,
-                                control=sim.control, waves=waves)
-    timings["build"] = time.perf_counter() - t0
+def job_regions(program, hw, tensors, inputs):
+    """``(preload, readback)`` of a run of ``program`` (lowered to ``hw``).
 
+    ``preload``: ``[[word address, [word, ...]], ...]``, the input tensors at their placements
+    (a row at a time at the pitch) and the host input streams packed as beats; ``readback``:
+    ``{"tensor:NAME" or "stream:NAME": [word address, word count]}``, the outputs to read after
+    the run. Shared by :func:`run_rtl` and the board driver (``stepforge.boards.host``).
+    """
+    g = hw.geometry
     layouts = {e.stream: e.layout for e in hw.edges}
     preload, readback = [], {}
     for name, info in hw.tensors.items():
@@ -176,6 +168,53 @@ def run_rtl(program, tensors=None, inputs=None, *, config=None, depths=None, sta
         elif isinstance(node, Output):
             info = hw.streams_out[node.name]
             readback[f"stream:{node.name}"] = [info["base"], info["max_beats"] * info["words_per_beat"]]
+    return preload, readback
+
+
+def decode_readback(program, hw, readback, csrs):
+    """``(tensors, streams)``: the words read back (``{key: [word, ...]}``, keys as
+    :func:`job_regions` gives them) decoded into output tensors and output streams' tokens
+    (a stream's length is its ``output.NAME.beats`` CSR)."""
+    g = hw.geometry
+    layouts = {e.stream: e.layout for e in hw.edges}
+    out_tensors, out_streams = {}, {}
+    for key, words in readback.items():
+        kind, name = key.split(":", 1)
+        if kind == "tensor":
+            t = program.tensors[name]
+            info = hw.tensors[name]
+            rows = [words[r * info["pitch_words"]:r * info["pitch_words"] + info["row_words"]]
+                    for r in range(t.shape[0])]
+            out_tensors[name] = array_from_bytes(_bytes([w for row in rows for w in row], g.word_bytes),
+                                                 t.shape, t.dtype)
+        else:
+            node = program.node(name)
+            s = node.inputs[0]
+            info = hw.streams_out[name]
+            n = csrs[f"output.{name}.beats"]
+            beats = _unpack_stream(layouts[s], words, info["words_per_beat"], g.word_bits, n)
+            out_streams[name] = from_beats(beats) if beats and beats[-1].last else beats
+    return out_tensors, out_streams
+
+
+def run_rtl(program, tensors=None, inputs=None, *, config=None, depths=None, stall=False,
+            watchdog=10_000, max_cycles=50_000_000, waves=False, workdir=None, progress=None):
+    """Compile, build and run ``program`` in Verilator; return an :class:`RTLResult`."""
+    say = progress or (lambda msg: None)
+    tensors, inputs = dict(tensors or {}), dict(inputs or {})
+    timings = {}
+    t0 = time.perf_counter()
+    say("lowering and converting to Verilog")
+    hw, system, text = compile_program(program, config, depths=depths)
+    timings["compile"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    say(f"building with Verilator ({len(text.splitlines())} lines of Verilog)")
+    sim = shell(text)
+    build_dir = verilator.build(text + sim.verilog, sim.name, build_args=sim.build_args,
+                                control=sim.control, waves=waves)
+    timings["build"] = time.perf_counter() - t0
+
+    preload, readback = job_regions(program, hw, tensors, inputs)
 
     work = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="stepforge-run-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -196,23 +235,7 @@ def run_rtl(program, tensors=None, inputs=None, *, config=None, depths=None, sta
     res = json.loads((work / "result.json").read_text())
     timings["run"] = res.get("run_seconds", 0.0)
 
-    out_tensors, out_streams = {}, {}
-    for key, words in res["readback"].items():
-        kind, name = key.split(":", 1)
-        if kind == "tensor":
-            t = program.tensors[name]
-            info = hw.tensors[name]
-            rows = [words[r * info["pitch_words"]:r * info["pitch_words"] + info["row_words"]]
-                    for r in range(t.shape[0])]
-            out_tensors[name] = array_from_bytes(_bytes([w for row in rows for w in row], g.word_bytes),
-                                                 t.shape, t.dtype)
-        else:
-            node = program.node(name)
-            s = node.inputs[0]
-            info = hw.streams_out[name]
-            n = res["csrs"][f"output.{name}.beats"]
-            beats = _unpack_stream(layouts[s], words, info["words_per_beat"], g.word_bits, n)
-            out_streams[name] = from_beats(beats) if beats and beats[-1].last else beats
+    out_tensors, out_streams = decode_readback(program, hw, res["readback"], res["csrs"])
     return RTLResult(res["status"], out_tensors, out_streams, res["csrs"], hw, timings)
 
 
