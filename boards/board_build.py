@@ -46,7 +46,8 @@ def board_design(program, board, *, unit_cache=None):
         raise ValueError(f"board {board.name!r}: its config's clock_hz {config.clock_hz} is "
                          f"not the board's clock {board.clock_hz}")
     hw = lower(program, config)
-    library = UnitLibrary(unit_cache, platform=FamilyPlatform(config.family))
+    family = FamilyPlatform(config.family) if config.family is not None else None
+    library = UnitLibrary(unit_cache, platform=family)
     system = System(hw, storage="verilog", library=library, target="board")
     top = BoardTop(board, HostLinkTop(system, clock_hz=board.clock_hz, baud=board.baud))
     text = library.convert(top, "top")

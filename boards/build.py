@@ -247,7 +247,7 @@ def build(verilog, device, *, out_dir, top="top", seeds=3, freq_mhz=None, jobs=2
     for k in dev.kinds:
         if not k.cells:
             totals[k.name] = placed.get(k.bel, [0, 0])[0]
-    io = next((b for b in placed if b in ("TRELLIS_IO", "SB_IO")), None)
+    io = next((b for b in placed if b in ("TRELLIS_IO", "SB_IO", "IOB")), None)
     pin_info["used"] = placed[io][0] if io else 0
     units = {}
     for unit in set(unit_types) | set(median["placed_by_unit"]):

