@@ -79,7 +79,7 @@ class BoardBuild:
         r = self.report
         verdict = ("meets the board's clock" if r.met else
                    f"does NOT meet the board's clock ({r.fmax_mhz:.1f} < {r.target_mhz:g} MHz)")
-        return "\n".join(head) + r.text() + f"\n\n  {r.name} on {b.name}: {verdict}"
+        return "\n".join(head) + "\n" + r.text() + f"\n\n  {r.name} on {b.name}: {verdict}"
 
 
 def build_board(program, board, *, out_dir, seeds=1, jobs=2, progress=print, unit_cache=None):
