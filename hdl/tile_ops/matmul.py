@@ -58,8 +58,8 @@ from amaranth.hdl import (Cat, ClockSignal, Const, Instance, Mux, ResetSignal, S
 from amaranth.lib import data
 from amaranth.lib.memory import Memory
 
-from ..contract import fixedpoint
-from .mux import one_hot_mux
+from ...contract import fixedpoint
+from ..mux import one_hot_mux
 
 __all__ = ["HTile", "ceil_div", "wrap", "clamp", "lane_op", "fixed_point_alu", "segment_rom",
            "dsp_family", "Issue", "pipelined_product", "ElementwiseNode", "RowReduceNode",

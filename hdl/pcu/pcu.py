@@ -5,11 +5,11 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from ..compiler import functions as F
-from ..compiler.types import Tile, Tuple
-from ..contract.beat import beat_layout, beat_signature, element_layout
-from .tile_ops import ElementwiseNode, HTile, Issue, MatmulNode, RowReduceNode, dsp_family
-from .unit import ErrorCode, StatusSignature, check_int, raise_error
+from ...compiler import functions as F
+from ...compiler.types import Tile, Tuple
+from ...contract.beat import beat_layout, beat_signature, element_layout
+from ..tile_ops import ElementwiseNode, HTile, Issue, MatmulNode, RowReduceNode, dsp_family
+from ..unit import ErrorCode, StatusSignature, check_int, raise_error
 
 __all__ = ["PCU", "MODES", "HW_DTYPES"]
 
