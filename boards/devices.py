@@ -184,8 +184,8 @@ GW1NR_9 = Device(
     constraints="cst", constraints_args=("--vopt", "cst={}"),
 )
 
-#: every device by its ``--device`` name
-DEVICES = {d.name: d for d in (ECP5_85F, UP5K, GW1NR_9)}
+#: every device by its ``--device`` name (GW1NR_9 is a board's only: ``--board tangnano9k``)
+DEVICES = {d.name: d for d in (ECP5_85F, UP5K)}
 
 
 def get_device(name):
