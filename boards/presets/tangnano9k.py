@@ -36,5 +36,6 @@ TANGNANO9K = Board(
     config=lambda: HardwareConfig.ice40_up5k().replace(family=None, clock_hz=27_000_000),
     loader=Loader(args=("-b", "tangnano9k"), cable="the BL702 JTAG bridge (USB 0403:6010)",
                   target="sram"),
-    notes="The BL702 shows two serial ports; the UART is the first (/dev/ttyUSB0).",
+    notes="The BL702 shows two interfaces like an FT2232: JTAG first, the UART second "
+          "(/dev/serial/by-id/...-if01-port0).",
 )
