@@ -284,6 +284,35 @@ def _fifo_depths(program, base, pinned):
     return depths
 
 
+#: The widest beat, and the most beat bits over all streams, that the lowering accepts. Units,
+#: FIFOs and PCUs are built for the bounds, and converting them costs time and memory in
+#: proportion: MoE at T=32 (16,448-bit beats, 0.2 Mbit over its streams) converts in minutes
+#: and 0.4 GB; at T=4000 it would need tens of GB. Larger designs are refused up front.
+MAX_BEAT_BITS = 65_536
+MAX_STREAM_BITS = 1 << 20
+#: The largest memory (tensors and host streams, in bytes) the lowering accepts: the generic
+#: memory is a Verilog array (24 MB convert in 0.15 GB), an FPGA family's is built of its block
+#: RAM primitives in Amaranth (384 KB on iCE40: 0.2 GB; 24 MB exhaust 8 GB).
+MAX_MEMORY_BYTES = {None: 64 << 20, "ecp5": 4 << 20, "ice40": 4 << 20}
+
+
+def _check_size(program, config):
+    """Refuse a program whose beats are too wide to elaborate (:data:`MAX_BEAT_BITS`)."""
+    lc = LoweringContext(program, config, None, {}, {})
+    widths = {s: lc.layout(s).size for s in program.streams}
+    if not widths:
+        return
+    widest = max(widths, key=widths.get)
+    total = sum(widths.values())
+    if widths[widest] > MAX_BEAT_BITS or total > MAX_STREAM_BITS:
+        raise LoweringError(
+            f"{widest.name} carries beats of {widths[widest]:,} bits ({widest.dtype!r} at its "
+            f"bounds) and the program's {len(widths)} streams {total:,} bits in all; the "
+            f"hardware is built for the bounds, and a design over {MAX_BEAT_BITS:,} bits per "
+            f"beat or {MAX_STREAM_BITS:,} bits in all would exhaust memory while it is "
+            f"elaborated: lower the bounds (or the sizes behind them), or use smaller tiles")
+
+
 def lower(program, config=None, *, depths=None, memory_slack_bytes=0, tiling="auto",
           fifo_sizing="rule", throughput=1.0, deadlock_check="warn"):
     """Lower ``program`` for ``config`` (default :meth:`HardwareConfig.sim`).
@@ -337,6 +366,7 @@ def lower(program, config=None, *, depths=None, memory_slack_bytes=0, tiling="au
             note = f"not applied: {e}"
     insert_broadcasts(program)
     tie_off(program)
+    _check_size(program, config)
 
     # Memory words: the largest size that divides a channel's bytes per cycle and every tile row
     # the program moves, so every tile row is whole words.
@@ -401,6 +431,13 @@ def lower(program, config=None, *, depths=None, memory_slack_bytes=0, tiling="au
                     "rank": s.rank, "elem": repr(s.dtype)}
             (streams_in if isinstance(node, Input) else streams_out)[node.name] = info
     memory_bytes = max(cursor * word + memory_slack_bytes, word * lanes)
+    limit = MAX_MEMORY_BYTES.get(config.family, MAX_MEMORY_BYTES[None])
+    if memory_bytes > limit:
+        sizes = ", ".join(f"{t.name} {t.nbytes:,}" for t in program.tensors.values())
+        raise LoweringError(f"the program's memory needs {memory_bytes:,} bytes (tensors: {sizes}); "
+                            f"the memory of the {config.family or 'simulation'} machine is built "
+                            f"for at most {limit:,} bytes, more would exhaust memory while it "
+                            f"is elaborated: choose smaller sizes")
     geometry = MemoryGeometry.from_config(config, memory_bytes, word_bytes=word)
     lc = LoweringContext(program, config, geometry, tensor_base, stream_base)
     lc.pitch = {name: info["pitch_words"] for name, info in tensors.items()}

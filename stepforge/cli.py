@@ -16,12 +16,11 @@ from pathlib import Path
 
 from .boards import BuildError, build
 from .compiler.dot import to_dot
-from .compiler.errors import StepError
 from .compiler.metrics import bind, metrics
 from .compiler.types import int8
 from .fuzz.command import add_arguments as fuzz_arguments, run_command as cmd_fuzz
 from .hdl.config import HardwareConfig
-from .loader import load, load_trace
+from .loader import exit_status, load, load_trace, parse_params
 from .report import check_report, metrics_report, table
 from .sim.ref.interpreter import run
 
@@ -34,12 +33,7 @@ def _trace(args):
 def _params(args):
     trace = _trace(args)
     params = dict(trace.get("params", {})) if trace else {}
-    for item in args.param or []:
-        key, _, value = item.partition("=")
-        try:
-            params[key] = int(value)
-        except ValueError:
-            params[key] = value
+    params.update(parse_params(args.param or []))
     return params
 
 
@@ -235,13 +229,15 @@ def main(argv=None):
     w.add_argument("--config", choices=["sim", "ice40", "ecp5"], default="sim")
     w.add_argument("--fifo-sizing", choices=["rule", "lp"])
     args = parser.parse_args(argv)
-    if getattr(args, "trace", None):
-        args.trace_data = load_trace(args.trace)
     try:
+        if getattr(args, "trace", None):
+            args.trace_data = load_trace(args.trace)
         return args.fn(args)
-    except StepError as e:
-        print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
-        return 2
+    except (Exception, KeyboardInterrupt, SystemExit) as e:
+        status = exit_status(e)      # a user's mistake in words (loader.EXIT_CODES), no traceback
+        if status is None:
+            raise
+        return status
 
 
 if __name__ == "__main__":
