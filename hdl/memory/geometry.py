@@ -12,14 +12,29 @@ from ..config import HardwareConfig
 __all__ = ["MemoryGeometry", "index_shape", "quiet_on_error", "check_count"]
 
 
+class _Unbuilt:
+    """What an object whose unit constructor raised becomes: no longer an ``Elaboratable``."""
+
+    def __repr__(self):
+        return f"<{self.unbuilt} whose constructor raised>"
+
+
 def quiet_on_error(init):
     """Decorate a unit's ``__init__``: a unit whose construction fails is not reported later as
-    "created but never used" (Amaranth's check would call ``repr`` on a half-built object)."""
+    "created but never used" (Amaranth's check would call ``repr`` on a half-built object).
+
+    The half-built object, which the caller never receives, stops being an ``Elaboratable``:
+    its class becomes a plain one, so Amaranth's check (made when an ``Elaboratable`` is
+    collected) does not see it. No private Amaranth name is used.
+    """
     def wrapper(self, *args, **kwargs):
         try:
             init(self, *args, **kwargs)
         except Exception:
-            self._MustUse__silence = True
+            if not isinstance(self, _Unbuilt):     # (a subclass's __init__ may call a base's)
+                unbuilt = type(self).__qualname__
+                self.__class__ = _Unbuilt
+                self.unbuilt = unbuilt
             raise
     wrapper.__doc__, wrapper.__name__, wrapper.__wrapped__ = init.__doc__, init.__name__, init
     return wrapper
