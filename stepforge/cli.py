@@ -20,7 +20,7 @@ from .compiler.metrics import bind, metrics
 from .compiler.types import int8
 from .fuzz.command import add_arguments as fuzz_arguments, run_command as cmd_fuzz
 from .hdl.config import HardwareConfig
-from .loader import exit_status, load, load_trace, parse_params
+from .loader import EXIT_CODES, exit_status, load, load_trace, parse_params
 from .report import check_report, metrics_report, table
 from .sim.ref.interpreter import run
 
@@ -161,8 +161,13 @@ def cmd_flash(args):
     return main_flash(args.board, args.path)
 
 
+#: The end of ``stepforge --help``: what the exit status means (``loader.EXIT_CODES``).
+EPILOG = "exit status: " + "; ".join(f"{k} {v}" for k, v in EXIT_CODES.items())
+
+
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="stepforge", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="stepforge", description=__doc__.splitlines()[0],
+                                     epilog=EPILOG)
     sub = parser.add_subparsers(dest="cmd", required=True)
 
     def add(name, fn, help):

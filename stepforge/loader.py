@@ -230,16 +230,11 @@ class ProgramFile:
         fn = self.module.data
         try:
             if trace is None:
-                return fn(program, seed=seed)
-            own = sorted(k for k in trace if k not in TRACE_KEYS)
-            if "trace" in inspect.signature(fn).parameters:
-                data = fn(program, seed=seed, trace=trace)
-            elif own:
-                raise ProgramError(f"{self.path}: data() takes no trace, but the trace has "
-                                   f"{', '.join(own)} besides {', '.join(TRACE_KEYS)}")
-            else:
                 data = fn(program, seed=seed)
-        except (ProgramError, SystemExit):
+                trace = {}
+            else:
+                data = self._traced_data(fn, program, seed, trace)
+        except SystemExit:       # a ProgramError, or the user's own exit message
             raise
         except Exception as e:  # noqa: BLE001 (whatever the user's code raises is reported)
             raise _raised(self.path, "data()", e) from None
@@ -247,9 +242,18 @@ class ProgramFile:
             raise ProgramError(f"{self.path}: data() returned {type(data).__name__}, not a dict "
                                f"with 'tensors' and 'inputs'")
         if trace.get("inputs"):
-            check_inputs(program, trace["inputs"], f"the trace's inputs")
+            check_inputs(program, trace["inputs"], "the trace's inputs")
             data = {**data, "inputs": {**data.get("inputs", {}), **trace["inputs"]}}
         return data
+
+    def _traced_data(self, fn, program, seed, trace):
+        own = sorted(k for k in trace if k not in TRACE_KEYS)
+        if "trace" in inspect.signature(fn).parameters:
+            return fn(program, seed=seed, trace=trace)
+        if own:
+            raise ProgramError(f"{self.path}: data() takes no trace, but the trace has "
+                               f"{', '.join(own)} besides {', '.join(TRACE_KEYS)}")
+        return fn(program, seed=seed)
 
     def reference(self, program, tensors, inputs):
         fn = getattr(self.module, "reference", None)
@@ -356,27 +360,27 @@ def check_inputs(program, inputs, where="inputs"):
 
 
 def _check_level(value, s, k, index, what):
-    at = "".join(f"[{i}]" for i in index) or " (the whole stream)"
+    at = "".join(f"[{i}]" for i in index) or "the whole stream"
     if not isinstance(value, (list, tuple)):
-        raise ProgramError(f"{what}: expected a list {len(s.shape) - k} levels deep at "
-                           f"{at if index else 'the top'}, got {type(value).__name__}")
+        raise ProgramError(f"{what}: expected a list {len(s.shape) - k} levels deep for {at}, "
+                           f"got {type(value).__name__}")
     d = s.shape[k]
     symbols = s.program.symbols
     if isinstance(d, int):
         if len(value) != d:
-            raise ProgramError(f"{what}: dimension {k} is {d}, but {at.strip()} has "
+            raise ProgramError(f"{what}: dimension {k} is {d}, but {at} has "
                                f"{len(value)} entries")
     else:
         bound = symbols.bound(d)
         if bound is not None and len(value) > bound:
             raise ProgramError(f"{what}: dimension {k} ({d}) is at most {bound}, but "
-                               f"{at.strip()} has {len(value)} entries")
+                               f"{at} has {len(value)} entries")
     for i, v in enumerate(value):
         if k == len(s.shape) - 1:
             try:
                 to_value(v, s.dtype, s.node.name)
             except (StepError, TypeError, ValueError) as e:
-                raise ProgramError(f"{what}: element {at.strip() if index else ''}[{i}]: "
+                raise ProgramError(f"{what}: element {''.join(f'[{j}]' for j in index)}[{i}]: "
                                    f"{e}") from None
         else:
             _check_level(v, s, k + 1, index + [i], what)
