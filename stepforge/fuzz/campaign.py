@@ -11,6 +11,7 @@ file, ``<out_dir>/fuzz_<seed>_<kind>.py``, that ``stepforge run`` (and
 
 import contextlib
 import os
+import re
 import sys
 import tempfile
 import time
@@ -93,15 +94,28 @@ def write_reproducer(fp, outcome, out_dir, *, data_seed, stall, original=None):
 
 
 def load_reproducer(path):
-    """``(FuzzProgram, FUZZ record)`` of a reproducer file: its ``program()`` as one line of
-    text, run with the record's data seed and stall setting."""
+    """``(FuzzProgram, FUZZ record, ProgramFile)`` of a reproducer file: the lines of its
+    ``program()`` again, to check or shrink it further with the record's data seed and stall."""
     pf = load(path)
     record = dict(getattr(pf.module, "FUZZ", {}))
-    text = Path(path).read_text()
-    body = text.split("def program():\n", 1)[1].split("\n\n", 1)[0]
-    stmts = [s[4:] for s in body.splitlines() if s.strip()]
-    stmts = [s for s in stmts if not s.startswith(("p = Program(", "return p", "p.output("))]
-    lines = [Line(s) for s in stmts]
+    body = Path(path).read_text().split("def program():\n", 1)[1].split("\n\n", 1)[0]
+    stmts = [s.strip() for s in body.splitlines() if s.strip()]
+    outputs = {m.group(1) for s in stmts for m in [re.match(r"p\.output\((\w+),", s)] if m}
+    lines, defined = [], set()
+    for s in stmts:
+        if s.startswith(("p = Program(", "return p", "p.output(")):
+            continue
+        lhs, _, rhs = s.partition(" = ") if re.match(r"^[\w, ]+ = ", s) else ("", "", s)
+        names = [n.strip() for n in lhs.split(",") if n.strip()]
+        uses = tuple(dict.fromkeys(n for n in re.findall(r"\b\w+\b", rhs) if n in defined))
+        kind = ("tensor" if rhs.startswith("p.tensor(") else "symbol" if rhs.startswith("p.symbol(")
+                else "buffer" if rhs.startswith("Bufferize(") else "stream")
+        lines.append(Line(s, tuple((n, kind) for n in names), uses))
+        defined.update(names)
+    used = {u for line in lines for u in line.uses}
+    lines = [Line(line.text, tuple((n, "drained" if k == "stream" and n not in used | outputs
+                                    else k) for n, k in line.defines), line.uses)
+             for line in lines]
     fp = FuzzProgram(pf.module.program().name, record.get("seed", 0), lines,
                      dict(getattr(pf.module, "HINTS", {})), record)
     return fp, record, pf
