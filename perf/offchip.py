@@ -130,12 +130,12 @@ class StoreActor(Actor):
         k = np.arange(len(d)) - self.tm.store_queue
         ok = k >= 0
         q = np.full(len(d), NEG, dtype=np.int64)
-        q[ok] = done[k[ok]]
+        q[ok] = done[k[ok]] + 1          # a tile's slot is free the cycle after it retires
         a[d] = np.maximum(a[d], q)
         T = chain(a)
         changed = not same(T, self.T)
         self.T = T
-        changed |= self.client.request(T[d] + 1)
+        changed |= self.client.request(T[d] + self.tm.grant_delay)
         if not same(self.x.C, T):
             self.x.C = T.copy()
             self.x.version += 1

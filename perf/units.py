@@ -37,7 +37,7 @@ class Timing:
     pmu_slack = 2           # the read side's two-entry output FIFO
     router_start = 1        # a router loads its first selector element
     reader_extra = 3        # a host stream beat: ceil(words/lanes) + mem_latency + 3 cycles
-    end = 3                 # the done flag and the cycle counter after the last sink finished
+    end = 2                 # the done flag and the cycle counter after the last sink finished
 
 
 def _rows_cost(comp, beats):
