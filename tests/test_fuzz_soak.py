@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from . import conftest
 from .conftest import SOAK_EXAMPLES, soak_examples
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,9 +32,23 @@ def _examples(tmp_path, env, *args):
     return len(probe.read_text().splitlines())
 
 
-def test_without_the_switch_a_test_keeps_its_own_count(tmp_path):
-    # the final replay of a derandomized run may add one call
-    assert _examples(tmp_path, {"STEPFORGE_SOAK": ""}) in (5, 6)
+class _Item:
+    def __init__(self, obj):
+        self.obj = obj
+
+
+def test_without_the_switch_a_test_keeps_its_own_count(monkeypatch):
+    @settings(max_examples=7)
+    @given(st.integers())
+    def prop(x):
+        pass
+    monkeypatch.delenv("STEPFORGE_SOAK", raising=False)
+    conftest.pytest_collection_modifyitems(None, [_Item(prop)])
+    assert prop._hypothesis_internal_use_settings.max_examples == 7
+    monkeypatch.setenv("STEPFORGE_SOAK", "1")
+    conftest.pytest_collection_modifyitems(None, [_Item(prop), _Item(len)])
+    assert prop._hypothesis_internal_use_settings.max_examples == 10_000
+    assert prop._hypothesis_internal_use_settings.derandomize is False
 
 
 def test_the_switch_raises_the_count_over_the_tests_own_settings(tmp_path):
