@@ -5,11 +5,12 @@
 stalls: the two runs share one Verilator build (a build is keyed by the Verilog, which the data
 and the stall switch do not change), as do the ``data_seeds`` runs on different host data. A
 failure is shrunk (:func:`~stepforge.fuzz.shrink.shrink`) and written as a reproducer program
-file, ``<out_dir>/fuzz_<seed>_<kind>.py``, that ``stepforge run`` (and
-:func:`load_reproducer`) accepts.
+file, ``<out_dir>/fuzz_<seed>_<kind>.py``, that ``stepforge run`` (and :func:`load_reproducer`)
+accepts. Every run is logged in ``<out_dir>/runs.jsonl`` (seed, outcome, cycles, seconds).
 """
 
 import contextlib
+import json
 import os
 import re
 import sys
@@ -169,6 +170,9 @@ def campaign(count, seed=0, *, stall=False, rtl=True, data_seeds=1, out_dir="fuz
                 out = check(fp, data_seed=data_seed, stall=stalled, rtl=rtl, watchdog=watchdog,
                             ref=ref)
             summary.runs[out.kind] += 1
+            _record(out_dir, {"seed": s, "data_seed": data_seed, "stall": stalled,
+                              "operators": fp.operators, "kind": out.kind, "cycles": out.cycles,
+                              "seconds": {k: round(v, 2) for k, v in out.seconds.items()}})
             path = None
             if out.failed:
                 path = _report(fp, out, data_seed, stalled, rtl, watchdog, out_dir,
@@ -181,6 +185,14 @@ def campaign(count, seed=0, *, stall=False, rtl=True, data_seeds=1, out_dir="fuz
                 break           # the program itself is wrong: its other runs say nothing new
     summary.seconds = time.perf_counter() - t0
     return summary
+
+
+def _record(out_dir, entry):
+    """Append one run to ``<out_dir>/runs.jsonl`` (seed, outcome, cycles, seconds per phase)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "runs.jsonl", "a") as f:
+        f.write(json.dumps(entry) + "\n")
 
 
 def _report(fp, out, data_seed, stalled, rtl, watchdog, out_dir, budget, log):
