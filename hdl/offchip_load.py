@@ -11,9 +11,10 @@ Both units have the same back end, a *tile fetcher*:
    FIFO.
 3. Response lines are written into the slot word by word; a slot whose words have all arrived is
    *full*. Lines arrive in request order, so slots fill in order.
-4. The output beat is the head tag, with the head slot's tile when the tag carries data; it is
-   valid once that slot is full. ``out.valid`` and ``out.payload`` come from registers and the
-   buffer, never combinationally from an input or from ``out.ready``.
+4. The output beat is the head tag, with the head slot's tile when the tag carries data, once
+   that slot is full; it moves into the output register (freeing its slot) when the register is
+   empty or being read. ``out.valid`` and ``out.payload`` are registers: the tile buffer's
+   read ends in the unit, not in the next unit's FIFO (GEMM's worst path on ECP5, 10 ns).
 
 The memory never waits for a client, so a slot is reserved before its burst is issued; the
 buffer is therefore also the unit's latency cover. A tile holds its slot for about
@@ -116,7 +117,9 @@ class _TileFetcher(wiring.Component):
         # -- the tile buffer ------------------------------------------------------------------
         m.submodules.tilebuf = tilebuf = Memory(shape=unsigned(T * g.word_bits), depth=K, init=[])
         wr = tilebuf.write_port(granularity=g.word_bits)
-        rd = tilebuf.read_port(domain="comb")
+        # a registered read of the next head slot, transparent to the cycle's write: the head
+        # slot's words as they are now (block RAM on iCE40 instead of flip-flops)
+        rd = tilebuf.read_port(domain="sync", transparent_for=(wr,))
         wr_slot = Signal(index_shape(K), name="wr_slot")
         wr_pos = Signal(range(T + 1), name="wr_pos")
         rd_slot = Signal(index_shape(K), name="rd_slot")
@@ -142,25 +145,38 @@ class _TileFetcher(wiring.Component):
             with m.Else():
                 m.d.sync += wr_pos.eq(wr_pos + resp.count)
 
-        # -- output ---------------------------------------------------------------------------
+        # -- output: the head beat moves into the output register -----------------------------
         head = data.View(tag_layout, tags.r_data)
+        avail = Signal(name="head_ready")
+        move = Signal(name="move")
+        out_valid = Signal(name="out_valid")
+        out_beat = Signal.like(out.payload, name="out_beat")
         m.d.comb += [
-            rd.addr.eq(rd_slot),
-            out.valid.eq(tags.r_rdy & (~head.has_data | full.bit_select(rd_slot, 1))),
-            out.payload.data.eq(Mux(head.has_data, rd.data, 0)),  # stable while offered
-            out.payload.has_data.eq(head.has_data),
-            out.payload.stop.eq(head.stop),
-            out.payload.last.eq(head.last),
-            tags.r_en.eq(out.valid & out.ready),
+            avail.eq(tags.r_rdy & (~head.has_data | full.bit_select(rd_slot, 1))),
+            move.eq(avail & (~out_valid | out.ready)),
+            tags.r_en.eq(move),
+            out.valid.eq(out_valid),
+            out.payload.eq(out_beat),
         ]
+        with m.If(~out_valid | out.ready):
+            m.d.sync += [
+                out_valid.eq(avail),
+                out_beat.data.eq(Mux(head.has_data, rd.data, 0)),
+                out_beat.has_data.eq(head.has_data),
+                out_beat.stop.eq(head.stop),
+                out_beat.last.eq(head.last),
+            ]
         freed = Signal(name="freed")
-        m.d.comb += freed.eq(out.valid & out.ready & head.has_data)
+        m.d.comb += freed.eq(move & head.has_data)
         with m.If(freed):
-            m.d.sync += rd_slot.eq(Mux(rd_slot == K - 1, 0, rd_slot + 1))
             m.d.comb += clr_full.eq(1 << rd_slot)
+        rd_next = Signal.like(rd_slot, name="rd_slot_next")
+        m.d.comb += [rd_next.eq(Mux(freed, Mux(rd_slot == K - 1, 0, rd_slot + 1), rd_slot)),
+                     rd.addr.eq(rd_next)]
+        m.d.sync += rd_slot.eq(rd_next)
         m.d.sync += full.eq((full | set_full) & ~clr_full)
         m.d.sync += inflight.eq(inflight + alloc - freed)
-        m.d.comb += self.busy.eq(cur_valid | (inflight != 0) | tags.r_rdy)
+        m.d.comb += self.busy.eq(cur_valid | (inflight != 0) | tags.r_rdy | out_valid)
         return m
 
 
