@@ -50,7 +50,14 @@ def run_command(args, out=None):
         "interpreter and Verilator" + (", with and without stalls" if args.stall else "")
     print(f"stepforge fuzz: {args.count} programs from seed {args.seed} ({what})", file=out)
 
+    per_program = args.data_seeds * (2 if args.stall and args.level == "rtl" else 1)
+    seen = {}
+
     def progress(summary, index, seed, outcome):
+        seen[seed] = seen.get(seed, 0) + 1
+        last = seen[seed] == per_program or outcome.kind in ("rejected", "invalid", "interp-crash")
+        if not (tty or last or outcome.failed):
+            return          # in a log: one line per program, and every failure
         rate = summary.seconds / max(1, summary.programs)
         eta = rate * (args.count - summary.programs)
         text = (f"[{summary.programs:>{len(str(args.count))}}/{args.count}] seed {seed}: "
