@@ -208,8 +208,13 @@ def retile(g):
         s = g.stream(x)
         split = "row" if s.dtype.rows > 1 and (s.dtype.cols == 1 or g.rng.random() < 0.5) else "col"
         b = int(g.rng.integers(0, 2))
-        g.op(f"RetileStreamify({x}, {split!r}{', b=1' if b else ''})", [x],
-             key=("retile", g.struct[x], split, b))
+        valid = ""
+        if g.static(s) and small_static(g, s.shape, 24) and g.rng.random() < 0.4:
+            pieces = s.dtype.rows if split == "row" else s.dtype.cols   # drop the padded ones
+            v = g.host_input(list(s.shape), "Index()", {"below": pieces + 1}, prefix="v")
+            valid = f", valid={v}"
+        g.op(f"RetileStreamify({x}, {split!r}{valid}{', b=1' if b else ''})",
+             [x] + ([v] if valid else []), key=("retile", g.struct[x], split, b, valid))
         return
     split = "row" if g.rng.random() < 0.7 else "col"
     want = (lambda s: static_tile(s) and s.dtype.rows == 1) if split == "row" else \
