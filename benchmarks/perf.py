@@ -16,8 +16,8 @@ hardware tile) at five shapes (B, H, I) around batch 16, small enough that every
 takes a second or less (the paper's sweep is at B64 H256 I512: 558,029 cycles here at t = 4).
 
 FIFO sizing: every example lowered with the rule and with the integer program (throughput 1);
-total FIFO bits, the sizing time, the static check, and the cycles of both in Verilator (the LP
-depths pinned through ``run_rtl(depths=...)``), bit-exact against the interpreter.
+total FIFO bits, the sizing time, the static check, and the cycles of both in Verilator (each
+method's depths pinned through ``run_rtl(depths=...)``), bit-exact against the interpreter.
 """
 
 import argparse
@@ -132,7 +132,7 @@ def sizing(points):
                 break
             # the same program object: lower() inserts its broadcasts in place, so the pinned
             # streams are the ones run_rtl lowers again
-            rtl = run_rtl(program, tensors, inputs, depths=pins if method == "lp" else None)
+            rtl = run_rtl(program, tensors, inputs, depths=pins)
             ref = run(program, tensors=tensors, inputs=inputs)
             exact = all(np.array_equal(rtl.tensors[k], ref.tensors[k]) for k in rtl.tensors)
             result[method] = (hw.fifo_sizing["bits"], took, rtl.status, rtl.cycles, exact,

@@ -294,6 +294,9 @@ def _solve(c, A, b, lb, ub):
     row's cheapest free variable: exact for one covering row); the rest, if any, by SciPy's HiGHS.
     """
     x = lb.astype(float).copy()
+    # a row that pinned depths keep from holding its beats is left to the static check
+    reach = A @ np.where(np.isinf(ub), 1e18, ub) if len(b) else b
+    A, b = A[reach >= b], b[reach >= b]
     if not len(b):
         return x
     shared = (A.sum(axis=0) > 1)

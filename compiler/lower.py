@@ -7,7 +7,10 @@ reports and the host driver read. Lowering first runs the graph passes it needs
 (:func:`~stepforge.compiler.passes.insert_broadcasts`, :func:`~stepforge.compiler.passes.tie_off`)
 on the program, in place: they change its structure, never its meaning.
 
-FIFO sizing rule (``docs/lowering.md``): every stream gets ``config.fifo_depth`` entries, except
+FIFO depths come from the integer program of :mod:`stepforge.compiler.fifo_sizing` (the least
+FIFO bits that keep every reconvergence free of deadlock and the streams at full rate;
+``docs/perf.md``). The first sizing rule stays reachable (``fifo_sizing="rule"``;
+``docs/lowering.md``): every stream gets ``config.fifo_depth`` entries, except
 the outputs of a node with several outputs (a Broadcast, a Partition, a Reshape with its padding
 flags, ...) whose branches meet again (a reconvergent fork): there a branch must hold what the
 other branch swallows before it produces anything, so each branch gets ``fifo_depth + max hold
@@ -314,7 +317,7 @@ def _check_size(program, config):
 
 
 def lower(program, config=None, *, depths=None, memory_slack_bytes=0, tiling="auto",
-          fifo_sizing="rule", throughput=1.0, deadlock_check="warn"):
+          fifo_sizing="lp", throughput=1.0, deadlock_check="warn"):
     """Lower ``program`` for ``config`` (default :meth:`HardwareConfig.sim`).
 
     Parameters
@@ -331,10 +334,10 @@ def lower(program, config=None, *, depths=None, memory_slack_bytes=0, tiling="au
     config : HardwareConfig, optional
     depths : dict of Stream to int, optional
         FIFO depths that override the sizing rule (e.g. to provoke a deadlock in a test).
-    fifo_sizing : {"rule", "lp"}
-        ``"rule"``: the sizing rule of the module doc; ``"lp"``: the integer program of
-        :mod:`stepforge.compiler.fifo_sizing` (least FIFO bits, ``throughput`` between 0: only
-        deadlock-free, and 1: full rate).
+    fifo_sizing : {"lp", "rule"}
+        ``"lp"`` (the default): the integer program of :mod:`stepforge.compiler.fifo_sizing`
+        (least FIFO bits, ``throughput`` between 0: only deadlock-free, and 1: full rate);
+        ``"rule"``: the first sizing rule of the module doc, kept for comparison.
     deadlock_check : {"warn", "raise", "off"}
         The static deadlock check (:func:`~stepforge.compiler.fifo_sizing.check_deadlocks`) on
         the chosen depths: its findings are in ``HardwareGraph.deadlocks`` and the manifest;

@@ -84,7 +84,7 @@ def _zip_side(p):
 
 
 def test_lp_sizes_a_reconvergent_fork_to_its_imbalance_with_fewer_bits():
-    rule = lower(deadlock_program())
+    rule = lower(deadlock_program(), fifo_sizing="rule")
     area = lower(deadlock_program(), fifo_sizing="lp", throughput=0)
     full = lower(deadlock_program(), fifo_sizing="lp")
     depth = {k: {e.name: e.depth for e in hw.edges}
@@ -139,9 +139,10 @@ def test_lp_sizing_behind_data_dependent_routers(tiling):
     """MoE: Partition and Reassemble route by a selector; the LP holds each branch's bound."""
     import scipy.optimize  # noqa: F401  (its one-time import is not the sizing's time)
     pf = load(EXAMPLES / "moe.py")
-    rule = lower(pf.build(T=6, E=2, tiling=tiling))
+    rule = lower(pf.build(T=6, E=2, tiling=tiling), fifo_sizing="rule")
     program = pf.build(T=6, E=2, tiling=tiling)
-    hw = lower(program, fifo_sizing="lp")
+    hw = lower(program)                                  # the LP is the default
+    assert hw.fifo_sizing["method"] == "lp"
     assert hw.deadlocks == [] and hw.fifo_sizing["bits"] < rule.fifo_sizing["bits"]
     assert hw.fifo_sizing["seconds"] < 1.0
     data = pf.data(program, seed=3)
@@ -173,7 +174,7 @@ def _needs(hw):
                                          ("swiglu", {"B": 16, "H": 32, "I": 64})])
 def test_lp_sizing_never_needs_more_bits_than_the_rule(name, params):
     pf = load(EXAMPLES / f"{name}.py")
-    rule = lower(pf.build(**params))
+    rule = lower(pf.build(**params), fifo_sizing="rule")
     lp = lower(pf.build(**params), fifo_sizing="lp")
     assert lp.fifo_sizing["bits"] <= rule.fifo_sizing["bits"]
     assert lp.deadlocks == rule.deadlocks == []
