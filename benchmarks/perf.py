@@ -78,16 +78,17 @@ def model(program, tensors, inputs, **lower_kw):
     return res, hw, best, interp
 
 
-def validate(points):
+def validate(points, sizing):
     rows, meas, pred, speed = [], [], [], []
     for name, params, trace in points:
         program, tensors, inputs = prepare(name, params, trace)
-        rtl = run_rtl(program, tensors, inputs)
+        res, hw, best, interp = model(program, tensors, inputs, fifo_sizing=sizing)
+        # the same hardware in Verilator: the lowered (tiled) program with the same FIFO depths
+        pins = {e.stream: e.depth for e in hw.edges}
+        rtl = run_rtl(hw.program, tensors, inputs, depths=pins)
         if rtl.status != "done":
             print(f"{label(name, params, trace)}: Verilator run {rtl.status}", file=sys.stderr)
             continue
-        program, tensors, inputs = prepare(name, params, trace)
-        res, hw, best, interp = model(program, tensors, inputs)
         m, p = rtl.cycles, res.cycles
         sim = rtl.timings["simulate"]
         meas.append(m)
@@ -156,11 +157,13 @@ def main(argv=None):
     ap.add_argument("--only", action="append", help="points whose label contains this")
     ap.add_argument("--no-sizing", action="store_true")
     ap.add_argument("--no-validation", action="store_true")
+    ap.add_argument("--sizing", choices=["lp", "rule"], default="lp",
+                    help="the FIFO sizing of the validated designs (default: the compiler's)")
     args = ap.parse_args(argv)
     pick = (lambda pts: [p for p in pts if any(o in label(*p) for o in args.only)]) \
         if args.only else (lambda pts: pts)
     if not args.no_validation:
-        validate(pick(POINTS))
+        validate(pick(POINTS), args.sizing)
     if not args.no_sizing:
         print()
         sizing(pick(SIZING))
