@@ -338,6 +338,8 @@ def lower(program, config=None, *, depths=None, memory_slack_bytes=0, tiling="au
         ``"lp"`` (the default): the integer program of :mod:`stepforge.compiler.fifo_sizing`
         (least FIFO bits, ``throughput`` between 0: only deadlock-free, and 1: full rate);
         ``"rule"``: the first sizing rule of the module doc, kept for comparison.
+    throughput : float
+        The LP's knob, 0 (minimal area) to 1 (full rate, the default).
     deadlock_check : {"warn", "raise", "off"}
         The static deadlock check (:func:`~stepforge.compiler.fifo_sizing.check_deadlocks`) on
         the chosen depths: its findings are in ``HardwareGraph.deadlocks`` and the manifest;
