@@ -37,6 +37,29 @@ class LaneOrganization:
         return 2 if self.banks == 1 else 3
 
 
+#: The lane module's ports and address split, the same in both of its forms.
+_HEADER = "module " + LANE_RAM_MODULE + """ #(parameter WIDTH = 64, parameter DEPTH = 16, parameter AW = 4,
+                           parameter SLICE = 64, parameter ROWS = 16, parameter BANKS = 1) (
+  input clk, input [AW-1:0] addr, input [WIDTH-1:0] wdata, input we, output [WIDTH-1:0] rdata);
+  localparam N = (WIDTH + SLICE - 1) / SLICE;
+  localparam RB = ROWS > 1 ? $clog2(ROWS) : 1;
+  localparam BB = BANKS > 1 ? $clog2(BANKS) : 1;
+  wire [N*SLICE-1:0] wpad;
+  assign wpad[WIDTH-1:0] = wdata;
+  generate if (N*SLICE > WIDTH) begin : pad
+    assign wpad[N*SLICE-1:WIDTH] = {(N*SLICE-WIDTH){1'b0}};
+  end endgenerate
+  wire [RB-1:0] row;
+  wire [BB-1:0] bank;
+  generate if (BANKS > 1) begin : banked   // ROWS is a power of two
+    assign row = addr[RB-1:0];
+    assign bank = addr[AW-1:RB];
+  end else begin : single
+    assign row = addr;
+    assign bank = 0;
+  end endgenerate
+"""
+
 def organize(family, width, depth):
     """The :class:`LaneOrganization` of a lane for ``family``.
 
@@ -99,27 +122,7 @@ def lane_ram_verilog(zero_init=True, family=None, primitives=False):
     declare_i = "\n      integer i;" if zero_init else ""
     style = '(* ram_style = "huge" *) ' if family == "ice40" else ""
     return f"""
-module {LANE_RAM_MODULE} #(parameter WIDTH = 64, parameter DEPTH = 16, parameter AW = 4,
-                           parameter SLICE = 64, parameter ROWS = 16, parameter BANKS = 1) (
-  input clk, input [AW-1:0] addr, input [WIDTH-1:0] wdata, input we, output [WIDTH-1:0] rdata);
-  localparam N = (WIDTH + SLICE - 1) / SLICE;
-  localparam RB = ROWS > 1 ? $clog2(ROWS) : 1;
-  localparam BB = BANKS > 1 ? $clog2(BANKS) : 1;
-  wire [N*SLICE-1:0] wpad;
-  assign wpad[WIDTH-1:0] = wdata;
-  generate if (N*SLICE > WIDTH) begin : pad
-    assign wpad[N*SLICE-1:WIDTH] = {{(N*SLICE-WIDTH){{1'b0}}}};
-  end endgenerate
-  wire [RB-1:0] row;
-  wire [BB-1:0] bank;
-  generate if (BANKS > 1) begin : banked   // ROWS is a power of two
-    assign row = addr[RB-1:0];
-    assign bank = addr[AW-1:RB];
-  end else begin : single
-    assign row = addr;
-    assign bank = 0;
-  end endgenerate
-  wire [BANKS*WIDTH-1:0] bank_words;
+{_HEADER}  wire [BANKS*WIDTH-1:0] bank_words;
   reg [WIDTH-1:0] rdata_q;
   reg [BB-1:0] bank_q;
   reg [BB-1:0] bank_qq;{out_init}
@@ -171,28 +174,8 @@ def _dp16kd_lane_verilog():
     registers it once more inside the block: the inferred module's first flip-flop.
     """
     return f"""
-module {LANE_RAM_MODULE} #(parameter WIDTH = 64, parameter DEPTH = 16, parameter AW = 4,
-                           parameter SLICE = 64, parameter ROWS = 16, parameter BANKS = 1) (
-  input clk, input [AW-1:0] addr, input [WIDTH-1:0] wdata, input we, output [WIDTH-1:0] rdata);
-  localparam N = (WIDTH + SLICE - 1) / SLICE;
-  localparam RB = ROWS > 1 ? $clog2(ROWS) : 1;
-  localparam BB = BANKS > 1 ? $clog2(BANKS) : 1;
-  localparam DW = SLICE <= 1 ? 1 : SLICE <= 2 ? 2 : SLICE <= 4 ? 4 : SLICE <= 9 ? 9 : 18;
+{_HEADER}  localparam DW = SLICE <= 1 ? 1 : SLICE <= 2 ? 2 : SLICE <= 4 ? 4 : SLICE <= 9 ? 9 : 18;
   localparam SHIFT = DW == 1 ? 0 : DW == 2 ? 1 : DW == 4 ? 2 : DW == 9 ? 3 : 4;
-  wire [N*SLICE-1:0] wpad;
-  assign wpad[WIDTH-1:0] = wdata;
-  generate if (N*SLICE > WIDTH) begin : pad
-    assign wpad[N*SLICE-1:WIDTH] = {{(N*SLICE-WIDTH){{1'b0}}}};
-  end endgenerate
-  wire [RB-1:0] row;
-  wire [BB-1:0] bank;
-  generate if (BANKS > 1) begin : banked   // ROWS is a power of two
-    assign row = addr[RB-1:0];
-    assign bank = addr[AW-1:RB];
-  end else begin : single
-    assign row = addr;
-    assign bank = 0;
-  end endgenerate
   wire [13:0] row14 = row;   // zero-extended
   wire [13:0] ad = row14 << SHIFT;
   wire [BANKS*WIDTH-1:0] bank_words;
