@@ -25,6 +25,7 @@ from stepforge.hdl.csr import CSRBank
 from stepforge.hdl.eager_merge import EagerMergeUnit
 from stepforge.hdl.expand import ExpandUnit
 from stepforge.hdl.fifo import StreamFIFO
+from stepforge.hdl.host_link import HostBridge, UartTx
 from stepforge.hdl.filter import FilterUnit
 from stepforge.hdl.flatten import FlattenUnit
 from stepforge.hdl.memory import MemoryGeometry, MemoryModel, TensorPlacement
@@ -90,6 +91,8 @@ UNITS = {
                                    write_ports=[(1, 1, 0)]),
                False),
     "csr": (csr_bank, False),
+    "uart_tx": (lambda: UartTx(8), False),
+    "host_bridge": (lambda: HostBridge(GEOMETRY, status_csrs=(1, 2, 3), timeout=64), False),
 }
 
 
