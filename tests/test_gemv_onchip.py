@@ -7,7 +7,7 @@ import pytest
 from stepforge.compiler.metrics import metrics
 from stepforge.compiler.ops.memory import Bufferize, Streamify
 from stepforge.compiler.ops.offchip import LinearOffChipLoad
-from stepforge.loader import load
+from stepforge.loader import ProgramError, load
 from stepforge.sim.ref.interpreter import run
 
 from .helpers import EXAMPLES
@@ -55,5 +55,7 @@ def test_the_on_chip_form_buffers_one_vector_and_replays_it_per_column_tile():
 
 
 def test_unknown_x_reuse_is_refused():
-    with pytest.raises(ValueError, match=r"^x_reuse must be 'onchip' or 'offchip', not 'dram'$"):
+    # the loader reports a program's own error with the program's frame (ProgramError)
+    with pytest.raises(ProgramError, match=r"gemv.py: program\(\) raised ValueError: x_reuse must "
+                                           r"be 'onchip' or 'offchip', not 'dram'"):
         GEMV.build(x_reuse="dram")
