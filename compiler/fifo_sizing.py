@@ -38,11 +38,11 @@ import sympy
 from .dims import fmt_shape
 from .ops.compute import Accum, Filter, FlatMap
 from .ops.memory import Bufferize
-from .ops.routing import Broadcast, EagerMerge, Partition
+from .ops.routing import Broadcast, EagerMerge, Partition, Reassemble
 from .ops.shape import Promote, RepeatStatic, Reshape
 
 __all__ = ["UnitTiming", "Need", "FifoPlan", "reconvergences", "lp_depths", "check_deadlocks",
-           "looks_ahead", "unit_timing"]
+           "looks_ahead", "unit_timing", "chunk_beats"]
 
 
 @dataclass
@@ -201,6 +201,9 @@ def reconvergences(program, timing):
                 later = set().union(*(_downstream(m, cons) for m in meets)) if meets else set()
                 for meet in sorted(meets - later, key=lambda n: n.name):
                     H, Hx = other[meet][1], other[meet][2]
+                    C, Cx = chunk_beats(meet, [p for p, _, _ in other_paths[meet]])
+                    if C > H:
+                        H, Hx = C, Cx
                     skew = max(_path_latency(p, timing) for p, _, _ in other_paths[meet])
                     # beats arrive no faster than the slowest unit on the branches lets them
                     slow = max([_interval(p, meet, timing) for p, _, _ in other_paths[meet]]
@@ -216,6 +219,35 @@ def reconvergences(program, timing):
                                           sympy.simplify(Hx - hx), full, other_paths[meet][0][0],
                                           _why(node, o, meet, other_paths[meet][0][0], H, Hx)))
     return needs
+
+
+def chunk_beats(join, paths):
+    """Beats of the whole chunk a chunk-wise join (EagerMerge, Reassemble) may take from one of
+    ``paths`` before it takes any from another: ``(bound, expr)``, or ``(0, 0)``.
+
+    Such a join forwards one input's chunk whole, so while it does, a fork feeding both inputs
+    (a Broadcast, a multi-hot Partition) pushes that many beats into the other branch, which
+    must hold them (found by the random program generator, ``tests/regressions``)."""
+    if not isinstance(join, (EagerMerge, Reassemble)):
+        return 0, sympy.Integer(0)
+    best = (0, sympy.Integer(0))
+    for path in paths:
+        s = path[-1]
+        if s not in join.inputs or join.input_names[join.inputs.index(s)] == "select":
+            continue
+        n, expr = 1, sympy.Integer(1)
+        for d in s.shape[1:]:                 # the dimensions of one chunk of a rank-b input
+            bound = join.program.symbols.bound(d)
+            if bound is None:
+                return 0, sympy.Integer(0)
+            n *= max(bound, 1)
+            expr = expr * d
+        if not all(isinstance(d, int) for d in s.shape[1:]):
+            # an empty inner fibre is a stop-only beat: at most one more beat per element
+            n, expr = 2 * n + 1, 2 * expr + 1
+        if n > best[0]:
+            best = (n, expr)
+    return best
 
 
 def _interval(path, join, timing):

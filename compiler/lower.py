@@ -30,7 +30,7 @@ from ..hdl.config import HardwareConfig
 from ..hdl.memory import MemoryGeometry, MemoryPort, TensorPlacement
 from .dims import fmt_shape
 from .errors import LoweringError
-from .fifo_sizing import check_deadlocks, looks_ahead, lp_depths, unit_timing
+from .fifo_sizing import chunk_beats, check_deadlocks, looks_ahead, lp_depths, unit_timing
 from .graph import Program
 from .metrics import metrics
 from .ops.compute import Accum, Filter
@@ -280,7 +280,10 @@ def _fifo_depths(program, base, pinned):
                 meets = set(reaches[i]) & set(other)
                 later = set().union(*(downstream(m) for m in meets)) if meets else set()
                 for meet in meets - later:      # the first places the branches meet again
-                    extra = max(extra, other[meet][1])
+                    # a chunk-wise join (EagerMerge, Reassemble) may take a whole chunk of the
+                    # other branch first
+                    chunk = chunk_beats(meet, [[s] for s in meet.inputs])[0]
+                    extra = max(extra, other[meet][1], chunk)
             depths[o] = base + extra
     for s, d in (pinned or {}).items():
         depths[s] = d
