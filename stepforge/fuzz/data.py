@@ -8,6 +8,8 @@ type, narrowed by the generator's *hints* where the program needs it (an address
 tile of its tensor, a selector may have to be one-hot).
 """
 
+import zlib
+
 import numpy as np
 
 from ..compiler.types import Bool, Index, Select, Tile
@@ -92,14 +94,19 @@ def random_data(program, seed=0, hints=None):
         Per host input name, the keys of :data:`HINT_KEYS`.
     """
     hints = hints or {}
-    rng = np.random.default_rng(seed)
     tensors = {}
     for name, t in program.tensors.items():
         if t.role in ("input", "inout"):
-            tensors[name] = _tile(rng, Tile(t.dtype, *t.shape))
+            tensors[name] = _tile(_rng(seed, name), Tile(t.dtype, *t.shape))
     inputs = {}
     for node in program.inputs:
         s = node.outputs[0]
-        inputs[node.name] = random_stream(rng, s.shape, s.dtype, program.symbols,
-                                          hints.get(node.name))
+        inputs[node.name] = random_stream(_rng(seed, node.name), s.shape, s.dtype,
+                                          program.symbols, hints.get(node.name))
     return {"tensors": tensors, "inputs": inputs}
+
+
+def _rng(seed, name):
+    """One generator per tensor or input: its data does not change when shrinking removes
+    another one."""
+    return np.random.default_rng([seed, zlib.crc32(name.encode())])
