@@ -30,7 +30,8 @@ from ..hdl.config import HardwareConfig
 from ..hdl.memory import MemoryGeometry, MemoryPort, TensorPlacement
 from .dims import fmt_shape
 from .errors import LoweringError
-from .fifo_sizing import chunk_beats, check_deadlocks, looks_ahead, lp_depths, unit_timing
+from .fifo_sizing import (chunk_beats, check_deadlocks, downstream, looks_ahead, lp_depths,
+                          unit_timing)
 from .graph import Program
 from .metrics import metrics
 from .ops.compute import Accum, Filter
@@ -206,7 +207,9 @@ class HardwareGraph:
                       for e in self.edges],
             "metrics": {"offchip_read": str(m.offchip_read), "offchip_write": str(m.offchip_write),
                         "onchip": str(m.onchip), "flops": str(m.flops)},
-            "fifo_sizing": self.fifo_sizing,
+            # how the depths were chosen, not how long that took: the manifest describes the
+            # design, so two compilations of one program give the same manifest (and design id)
+            "fifo_sizing": {k: v for k, v in self.fifo_sizing.items() if k != "seconds"},
             "static_deadlocks": self.deadlocks,
         }
 
@@ -259,15 +262,6 @@ def _fifo_depths(program, base, pinned):
                     stack.append((o, total, new_last, f))
         return {n: (after, before) for n, (after, _, before) in out.items()}
 
-    def downstream(node):
-        seen, stack = set(), list(node.outputs)
-        while stack:
-            for n, _ in cons[stack.pop()]:
-                if n not in seen:
-                    seen.add(n)
-                    stack.extend(n.outputs)
-        return seen
-
     for node in program.nodes:
         if len(node.outputs) < 2:
             continue
@@ -278,7 +272,7 @@ def _fifo_depths(program, base, pinned):
                 if i == j:
                     continue
                 meets = set(reaches[i]) & set(other)
-                later = set().union(*(downstream(m) for m in meets)) if meets else set()
+                later = set().union(*(downstream(m, cons) for m in meets)) if meets else set()
                 for meet in meets - later:      # the first places the branches meet again
                     # a chunk-wise join (EagerMerge, Reassemble) may take a whole chunk of the
                     # other branch first
