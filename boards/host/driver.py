@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from ...contract import host_protocol as hp
 from ...hdl.host_link import design_id
+from ...sim.rtl.run import RTLResult
 from .job import decode, make_job
 
 __all__ = ["LinkError", "HostLink", "BoardResult", "run_on_board", "open_serial"]
@@ -230,31 +231,13 @@ class HostLink:
 
 
 @dataclass
-class BoardResult:
-    """What a board run produced: the fields of :class:`~stepforge.sim.rtl.run.RTLResult`
-    (``status``, ``tensors``, ``outputs``, ``csrs``, ``hw``, ``timings``) and the board's
-    ``info`` and the link's ``stats``. ``timings``: ``load``, ``run``, ``read`` and ``wall``
-    seconds."""
-    status: str
-    tensors: dict
-    outputs: dict
-    csrs: dict
-    hw: object
-    timings: dict
-    info: object
-    stats: object
-
-    @property
-    def cycles(self):
-        return self.csrs["cycles"]
-
-    @property
-    def tensor_bytes_read(self):
-        return self.csrs["bytes_read"] - self.csrs["host_bytes_read"]
-
-    @property
-    def tensor_bytes_written(self):
-        return self.csrs["bytes_written"] - self.csrs["host_bytes_written"]
+class BoardResult(RTLResult):
+    """What a board run produced: :class:`~stepforge.sim.rtl.run.RTLResult` (``status``,
+    ``tensors``, ``outputs``, ``csrs``, ``hw``, ``timings``; here ``load``, ``run``, ``read`` and
+    ``wall`` seconds, and the same ``cycles`` and tensor byte counts) with the board's ``info``
+    and the link's ``stats``."""
+    info: object = None
+    stats: object = None
 
 
 def check_board(link, hw):
