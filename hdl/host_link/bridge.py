@@ -242,6 +242,14 @@ class HostBridge(wiring.Component):
                          sr_left.eq(0), tidx.eq(0)]
             m.next = "REPLY_HEADER"
 
+        def offer(index, values):
+            """Offer byte ``values[index]`` of a constant sequence to the transmitter."""
+            m.d.comb += out.valid.eq(1)
+            with m.Switch(index):
+                for i, value in enumerate(values):
+                    with m.Case(i):
+                        m.d.comb += out.payload.eq(value)
+
         def receive(state, nxt, action=None, every=()):
             """A state that takes one byte of the frame (or times out); ``every``: statements
             for every cycle in the state."""
@@ -379,11 +387,7 @@ class HostBridge(wiring.Component):
                     m.next = "WRITE_FETCH"
             with m.State("REPLY_HEADER"):
                 head = [hp.SYNC, cmd | hp.REPLY, seq, total[:8], total[8:], status]
-                m.d.comb += out.valid.eq(1)
-                with m.Switch(hdr):
-                    for i, value in enumerate(head):
-                        with m.Case(i):
-                            m.d.comb += out.payload.eq(value)
+                offer(hdr, head)
                 with m.If(sent):
                     m.d.sync += hdr.eq(hdr + 1)
                     with m.If(hdr == 0):
@@ -400,11 +404,7 @@ class HostBridge(wiring.Component):
                             m.next = "REPLY_DATA"
             with m.State("REPLY_TABLE"):
                 # INFO's constants, byte by byte
-                m.d.comb += out.valid.eq(1)
-                with m.Switch(tidx):
-                    for i, value in enumerate(info):
-                        with m.Case(i):
-                            m.d.comb += out.payload.eq(value)
+                offer(tidx, info)
                 with m.If(sent):
                     m.d.sync += tidx.eq(tidx + 1)
                     with m.If(tidx == len(info) - 1):
