@@ -23,7 +23,7 @@ from amaranth.lib import fifo, memory, wiring
 from amaranth.lib.wiring import In, Out
 
 from stepforge.boards import build
-from stepforge.boards.host import SimBoard
+from stepforge.boards.host import SimBoard, line_rate
 from stepforge.contract import host_protocol as hp
 from stepforge.hdl.config import HardwareConfig
 from stepforge.hdl.host_link import RX_FIFO_DEPTH, HostBridge, UartRx, UartTx, baud_divisor
@@ -48,12 +48,7 @@ def throughput(frames=4):
             assert link.read_words(0, n) == words
     finally:
         stats = sim.close()
-    bit_ns = stats["bit_ns"]
-    out = {}
-    for cmd, data in ((hp.Command.WRITE, lambda e: e["request_payload"] - 4),
-                      (hp.Command.READ, lambda e: e["reply_payload"] - 1)):
-        full = [e for e in stats["exchanges"] if e["cmd"] == cmd and data(e) == hp.MAX_DATA]
-        out[cmd.name] = sum(data(e) * 10 * bit_ns for e in full) / sum(e["ns"] for e in full)
+    out = {name: ratio for name, (_, ratio) in line_rate(stats).items()}
     return out, sim.baud, sim.clocks_per_bit
 
 

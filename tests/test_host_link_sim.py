@@ -17,7 +17,7 @@ import random
 import numpy as np
 import pytest
 
-from stepforge.boards.host import LinkError, SimBoard, run_on_board
+from stepforge.boards.host import LinkError, SimBoard, line_rate, run_on_board
 from stepforge.cli import main
 from stepforge.contract import host_protocol as hp
 from stepforge.hdl.config import HardwareConfig
@@ -115,14 +115,9 @@ def test_run_bit_exact_and_throughput(board):
             assert link.read_words(0, n) == words
     finally:
         stats = sim.close()
-    bit_ns = stats["bit_ns"]
-    ratios = {}
-    for cmd, data in ((hp.Command.WRITE, lambda e: e["request_payload"] - 4),
-                      (hp.Command.READ, lambda e: e["reply_payload"] - 1)):
-        full = [e for e in stats["exchanges"] if e["cmd"] == cmd and data(e) == 512]
-        assert len(full) == 3
-        line_ns = sum(data(e) * 10 * bit_ns for e in full)    # the data alone at the line rate
-        ratios[cmd.name] = line_ns / sum(e["ns"] for e in full)
+    rates = line_rate(stats, payload=512)
+    assert {name: frames for name, (frames, _) in rates.items()} == {"WRITE": 3, "READ": 3}
+    ratios = {name: ratio for name, (_, ratio) in rates.items()}
     print(f"host link throughput at the bit level: {ratios}")
     assert all(r >= 0.9 for r in ratios.values()), ratios
 

@@ -8,6 +8,7 @@
 """
 
 from .driver import BoardResult, HostLink, LinkError, open_serial, run_on_board
-from .sim_port import SimBoard
+from .sim_port import SimBoard, line_rate
 
-__all__ = ["HostLink", "LinkError", "BoardResult", "run_on_board", "open_serial", "SimBoard"]
+__all__ = ["HostLink", "LinkError", "BoardResult", "run_on_board", "open_serial", "SimBoard",
+           "line_rate"]

@@ -28,12 +28,26 @@ from ...hdl.system import System
 from ...sim.rtl import verilator
 from ...sim.rtl.separate import UnitLibrary
 from ...sim.rtl.shell import shell
+from ...contract import host_protocol as hp
 from .driver import HostLink, LinkError, open_serial
 
-__all__ = ["SimBoard", "TESTBENCH"]
+__all__ = ["SimBoard", "TESTBENCH", "line_rate"]
 
 #: The cocotb module that serves the simulated line.
 TESTBENCH = "stepforge.cocotb_tests.host_link_tb"
+
+
+def line_rate(stats, payload=hp.MAX_DATA):
+    """``{"WRITE": (frames, ratio), "READ": (frames, ratio)}`` from :meth:`SimBoard.close`'s
+    statistics: over the exchanges that carried ``payload`` data bytes, the time the data alone
+    takes at the line rate (10 bit times a byte) against the exchanges' time on the line."""
+    out = {}
+    for cmd, data in ((hp.Command.WRITE, lambda e: e["request_payload"] - 4),
+                      (hp.Command.READ, lambda e: e["reply_payload"] - 1)):
+        full = [e for e in stats["exchanges"] if e["cmd"] == cmd and data(e) == payload]
+        line_ns = sum(data(e) * 10 * stats["bit_ns"] for e in full)
+        out[cmd.name] = (len(full), line_ns / sum(e["ns"] for e in full) if full else 0.0)
+    return out
 
 
 class SimBoard:
