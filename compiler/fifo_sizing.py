@@ -42,7 +42,7 @@ from .ops.routing import Broadcast, EagerMerge, Partition, Reassemble
 from .ops.shape import Promote, RepeatStatic, Reshape
 
 __all__ = ["UnitTiming", "Need", "FifoPlan", "reconvergences", "lp_depths", "check_deadlocks",
-           "looks_ahead", "unit_timing", "chunk_beats"]
+           "looks_ahead", "unit_timing", "chunk_beats", "downstream"]
 
 
 @dataclass
@@ -173,7 +173,9 @@ def _reach(program, stream, cons):
     return out, paths
 
 
-def _downstream(node, cons):
+def downstream(node, cons):
+    """Every node that reads, directly or through others, what ``node`` produces (``cons``:
+    :meth:`Program.consumers`)."""
     seen, stack = set(), list(node.outputs)
     while stack:
         for n, _ in cons[stack.pop()]:
@@ -198,7 +200,7 @@ def reconvergences(program, timing):
                 if i == j:
                     continue
                 meets = set(mine) & set(other)
-                later = set().union(*(_downstream(m, cons) for m in meets)) if meets else set()
+                later = set().union(*(downstream(m, cons) for m in meets)) if meets else set()
                 for meet in sorted(meets - later, key=lambda n: n.name):
                     H, Hx = other[meet][1], other[meet][2]
                     C, Cx = chunk_beats(meet, [p for p, _, _ in other_paths[meet]])
