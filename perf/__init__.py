@@ -4,6 +4,6 @@
   high-water marks of a compiled program, from the interpreter's token streams, without RTL.
 """
 
-from .model import Deadlock, PerfResult, predict, predict_program
+from .model import Deadlock, PerfResult, needs_run, predict, predict_program
 
-__all__ = ["Deadlock", "PerfResult", "predict", "predict_program"]
+__all__ = ["Deadlock", "PerfResult", "needs_run", "predict", "predict_program"]

@@ -2,21 +2,27 @@
 
 One beat per canonical beat (:func:`stepforge.contract.tokens.to_beats`): an element absorbs the
 stop after it; a stop after a stop, or a stream with nothing in it, is a beat of its own.
+
+A stream whose shape is all integers has the same beats whatever the data: :func:`shape_beats`
+frames them from the shape alone, without the interpreter (:func:`static_shape`).
 """
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
 from ..contract.tokens import Stop
 
-__all__ = ["Beats", "beats_of", "mapping_in", "mapping_out", "fit"]
+__all__ = ["Beats", "beats_of", "shape_beats", "static_shape", "mapping_in", "mapping_out",
+           "fit"]
 
 
 @dataclass
 class Beats:
     """``has[j]``, ``stop[j]``: beat ``j`` carries an element, and its stop level (0: none);
-    ``values``: the elements in order (for selectors and dynamic tile rows)."""
+    ``values``: the elements in order (for selectors and dynamic tile rows; None for beats framed
+    from a shape)."""
     has: np.ndarray
     stop: np.ndarray
     values: list
@@ -59,6 +65,39 @@ def beats_of(tokens):
     beat_stop = np.where(is_stop_, levels, nxt)[keep]
     values = [t for t, k in zip(tokens, kinds) if k is not Stop]
     return Beats(has, beat_stop, values)
+
+
+def static_shape(stream):
+    """``stream``'s shape as a tuple of positive ints, or None when a dimension is symbolic (or
+    zero: an empty stream's framing is the interpreter's to tell)."""
+    shape = stream.shape
+    if all(type(d) is int and d > 0 for d in shape):
+        return tuple(shape)
+    return None
+
+
+@lru_cache(maxsize=256)
+def _framing(shape):
+    rank = len(shape) - 1
+    n = 1
+    for d in shape:
+        n *= d
+    stop = np.zeros(n, dtype=np.int64)
+    inner = 1
+    for k in range(1, rank + 1):        # an element closes level k when the inner k dims wrap
+        inner *= shape[rank - k + 1]
+        stop[inner - 1::inner] = k
+    has = np.ones(n, dtype=np.int8)
+    has.flags.writeable = stop.flags.writeable = False
+    return has, stop
+
+
+def shape_beats(shape):
+    """The :class:`Beats` of a stream of static ``shape`` (outermost first, ``rank + 1`` positive
+    ints): every element is a beat, and closes level ``k`` when the inner ``k`` dimensions wrap
+    (the same beats as :func:`beats_of` of any run's tokens). Without values."""
+    has, stop = _framing(tuple(shape))
+    return Beats(has, stop, None)
 
 
 def mapping_in(n, S):

@@ -15,13 +15,14 @@ import numpy as np
 
 from ..compiler.ops.memory import Bufferize, Streamify
 from ..sim.ref.interpreter import run
-from .beats import beats_of
+from .beats import beats_of, shape_beats, static_shape
 from .engine import Edge, solve
 from .memory import Memory
 from .pmu import ReadSide, write_side
-from .units import Timing, build_unit
+from .units import Timing, build_unit, value_ports
 
-__all__ = ["PerfResult", "predict", "predict_program", "Deadlock"]
+__all__ = ["PerfResult", "predict", "predict_program", "needs_run", "data_streams",
+           "Deadlock"]
 
 
 class Deadlock(Exception):
@@ -67,16 +68,47 @@ def _high_water(e):
     return int(min(max((np.arange(1, e.n + 1) - pops).max(), 0), e.depth))
 
 
+def data_streams(hw):
+    """The streams of ``hw`` whose beats the model takes from the interpreter's run: those of a
+    symbolic shape (data-dependent framing) and those whose elements it reads (selectors, dynamic
+    tile rows). The others' beats follow from their shapes."""
+    need = {ei.stream for ei in hw.edges if static_shape(ei.stream) is None}
+    ports = {}
+    for ei in hw.edges:
+        ports[("out",) + tuple(ei.src)] = ei.stream
+        ports[("in",) + tuple(ei.dst)] = ei.stream
+    for u in hw.units:
+        for side, port in value_ports(u):
+            s = ports.get((side, u.name, port))
+            if s is not None:
+                need.add(s)
+    return need
+
+
+def needs_run(hw):
+    """Whether :func:`predict` needs the interpreter's run of ``hw.program`` (some beats depend
+    on the data, :func:`data_streams`)."""
+    return bool(data_streams(hw))
+
+
 def build(hw, ref, timing=None, depths=None):
-    """The edges and actors of ``hw`` on the interpreter's run ``ref``: ``(edges, actors,
-    memory)``. ``depths`` overrides FIFO depths by stream name."""
+    """The edges and actors of ``hw`` on the interpreter's run ``ref`` (None: every beat from the
+    shapes, :func:`data_streams`): ``(edges, actors, memory)``. ``depths`` overrides FIFO depths
+    by stream name."""
     tm = timing or Timing()
     depths = depths or {}
     edges = {}
     by_stream = {}
+    need = data_streams(hw)
+    if need and ref is None:
+        names = sorted(s.name for s in need)
+        raise ValueError(f"predict() needs the interpreter's run of {hw.program.name}: the beats "
+                         f"of {', '.join(names[:3])}{' ...' if len(names) > 3 else ''} depend on "
+                         f"the data")
     for ei in hw.edges:
         name = ei.name
-        info = beats_of(ref.edges[ei.stream])
+        s = ei.stream
+        info = beats_of(ref.edges[s]) if s in need else shape_beats(static_shape(s))
         e = Edge(name, info.n, depths.get(name, ei.depth), info)
         edges[name] = e
         by_stream[ei.stream] = e
@@ -123,14 +155,15 @@ def _settle(edges, actors, mem, max_rounds=None):
     return None if r is None else rounds + r
 
 
-def predict(hw, ref, *, timing=None, depths=None, max_rounds=None):
+def predict(hw, ref=None, *, timing=None, depths=None, max_rounds=None):
     """Predict the Verilated run of ``hw`` (module doc).
 
     Parameters
     ----------
     hw : HardwareGraph
-    ref : stepforge.sim.ref.interpreter.Result
-        The interpreter's run of ``hw.program`` with ``keep_edges=True``.
+    ref : stepforge.sim.ref.interpreter.Result, optional
+        The interpreter's run of ``hw.program`` with ``keep_edges=True``. Needed only when some
+        beats depend on the data (:func:`needs_run`); the others are framed from their shapes.
     timing : Timing, optional
     depths : dict of str to int, optional
         FIFO depths by stream name, instead of the hardware graph's.
@@ -139,6 +172,8 @@ def predict(hw, ref, *, timing=None, depths=None, max_rounds=None):
     ------
     Deadlock
         When the schedule does not settle.
+    ValueError
+        When ``ref`` is None and some beats depend on the data.
     """
     t0 = time.perf_counter()
     tm = timing or Timing()
@@ -170,11 +205,13 @@ def predict(hw, ref, *, timing=None, depths=None, max_rounds=None):
 
 def predict_program(program, tensors=None, inputs=None, *, config=None, depths=None,
                     fifo_sizing=None, throughput=1.0, timing=None):
-    """Lower ``program``, run the interpreter on the lowered program and :func:`predict`:
-    ``(PerfResult, hw, ref)``. ``fifo_sizing`` and ``throughput`` are the lowering's."""
+    """Lower ``program``, run the interpreter on the lowered program when some beats depend on
+    the data (:func:`needs_run`) and :func:`predict`: ``(PerfResult, hw, ref)`` (``ref`` None
+    when the interpreter did not run). ``fifo_sizing`` and ``throughput`` are the lowering's."""
     # deferred: the lowering builds the Amaranth units (0.5 s to import)
     from ..compiler.lower import lower
     kw = {} if fifo_sizing is None else {"fifo_sizing": fifo_sizing, "throughput": throughput}
     hw = lower(program, config, depths=depths, **kw)
-    ref = run(hw.program, tensors=tensors, inputs=inputs, keep_edges=True)
+    ref = (run(hw.program, tensors=tensors, inputs=inputs, keep_edges=True) if needs_run(hw)
+           else None)
     return predict(hw, ref, timing=timing), hw, ref

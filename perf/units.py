@@ -22,7 +22,7 @@ from .beats import fit, mapping_in, mapping_out
 from .engine import StepSeq
 from .offchip import LoadActor, StoreActor
 
-__all__ = ["build_unit", "Timing"]
+__all__ = ["build_unit", "value_ports", "Timing"]
 
 
 class Timing:
@@ -236,6 +236,20 @@ def _parallelize(u, ins, outs, tm):
     in_x = np.full(S, -1, dtype=np.int64)
     in_x[:x.n] = np.arange(x.n)
     return [StepSeq(u.name, np.ones(S, dtype=np.int64), [(x, in_x)], outs_)]
+
+
+def value_ports(u):
+    """The ports of unit ``u`` whose elements (not only their framing) the model reads:
+    ``[("in" or "out", port name)]``: a router's selector, a PCU's dynamic tile rows."""
+    node, comp = u.node, u.component
+    if isinstance(node, (Partition, Reassemble)):
+        return [("in", "select")]
+    if isinstance(node, EagerMerge):
+        return [("out", "select")]
+    if (type(comp).__name__ == "PCU" and isinstance(node, (Map, Accum, Scan))
+            and getattr(comp, "dyn_bound", None) is not None):
+        return [("in", node.input_names[0])]
+    return []
 
 
 class _Sink(StepSeq):
