@@ -125,12 +125,13 @@ class StepSeq(Actor):
         self.name = name
         self.cost = np.asarray(cost, dtype=np.int64)
         self.S = S = len(self.cost)
-        self.pop_off = np.broadcast_to(np.asarray(pop_off, dtype=np.int64), (S,))
+        self.pop_off = _per_step(pop_off, S)
         self.unit_cost = bool(S) and int(self.cost.max()) == 1 == int(self.cost.min())
         self.t0 = t0
         self.extra = []             # callables -> array of lower bounds on T
         self.T = np.zeros(S, dtype=np.int64)
         self._bounds = (np.zeros(S, dtype=np.int64), np.zeros(S, dtype=np.int64))
+        self._plan = None
         self.ins, self.outs = [], []
         for e, idx in ins:
             idx = np.asarray(idx, dtype=np.int64)
@@ -142,70 +143,107 @@ class StepSeq(Actor):
             _check_cover(name, e, idx)
             e.src = self
             steps = np.nonzero(idx >= 0)[0]
-            off = np.broadcast_to(np.asarray(off, dtype=np.int64), (S,))[steps]
+            off = _per_step(off, S)[steps]
             self.outs.append((e, steps, off, slack))
         self.watch = [e for e, _ in self.ins] + [e for e, *_ in self.outs]
 
     def __repr__(self):
         return f"StepSeq({self.name!r}, steps={self.S})"
 
+    def _make_plan(self):
+        """The index arrays of :meth:`update`, with ``None`` for a port that has a beat in every
+        step (no gather or scatter needed)."""
+        S = self.S
+
+        def every(steps):
+            return None if len(steps) == S else steps
+        ins = []
+        for e, steps in self.ins:
+            pop = self.pop_off[steps]
+            ins.append((e, every(steps), pop if pop.any() else None))
+        comb, held = [], []
+        for e, steps, off, slack in self.outs:
+            if not slack:
+                k = e.depth
+                comb.append((e, every(steps), steps[k:] if k < e.n else None, k))
+            else:
+                tail = (steps[slack:], off[slack:]) if slack < e.n else None
+                held.append((e, every(steps), off, slack, tail))
+        self._plan = ins, comb, held
+        return self._plan
+
     def _pushes(self, T):
         """Push times of every output with slack, given the step starts ``T``."""
-        out = []
-        for e, steps, off, slack in self.outs:
-            if slack:
-                out.append(chain(np.maximum(T[steps] + off, e.room())))
-        return out
+        return [chain(np.maximum((T if st is None else T[st]) + off, e.room()))
+                for e, st, off, slack, tail in (self._plan or self._make_plan())[2]]
 
     def update(self):
         S = self.S
         if S == 0:
             return False
-        a_in = np.full(S, self.t0, dtype=np.int64)
-        for e, steps in self.ins:
-            a_in[steps] = np.maximum(a_in[steps], e.P + 1)
-        base = a_in.copy()
-        for e, steps, off, slack in self.outs:
-            k = e.depth
-            if not slack and k < e.n:
-                base[steps[k:]] = np.maximum(base[steps[k:]], e.C[:-k] + 1)
+        ins, comb, held = self._plan or self._make_plan()
+        a_in = None
+        for e, st, pop in ins:
+            v = e.P + 1
+            if st is None:
+                a_in = v if a_in is None else np.maximum(a_in, v, out=a_in)
+            else:
+                if a_in is None:
+                    a_in = np.full(S, self.t0, dtype=np.int64)
+                a_in[st] = np.maximum(a_in[st], v)
+        if a_in is None:
+            a_in = np.full(S, self.t0, dtype=np.int64)
+        else:
+            np.maximum(a_in, self.t0, out=a_in)
+        base = a_in
+        for e, st, tail, k in comb:
+            if tail is not None:
+                if base is a_in:
+                    base = a_in.copy()
+                base[tail] = np.maximum(base[tail], e.C[:-k] + 1)
         for f in self.extra:
             base = np.maximum(base, f())
-        held = [(e, steps, off, slack) for e, steps, off, slack in self.outs if slack]
-        pushes = [e.P for e, *_ in held]
         # the unit's own results waiting for room bound its next steps: solve that loop here
-        last = None
-        for _ in range(LOCAL_ROUNDS):
-            a = base.copy()
-            for (e, steps, off, slack), P in zip(held, pushes):
-                if slack < e.n:
-                    a[steps[slack:]] = np.maximum(a[steps[slack:]], P[:-slack] - off[slack:])
-            if last is not None and same(a, last):
-                break                   # the same bounds: the same steps and pushes
-            last = a
+        bounded = [h for h in held if h[4] is not None]
+        if not bounded:
+            a = base
             T = chain(a, None if self.unit_cost else self.cost)
-            pushes = new = self._pushes(T)
+            new = self._pushes(T)
+        else:
+            pushes = [e.P for e, *_ in bounded]
+            last = None
+            for _ in range(LOCAL_ROUNDS):
+                a = base.copy()
+                for (e, st, off, slack, (tst, toff)), P in zip(bounded, pushes):
+                    a[tst] = np.maximum(a[tst], P[:-slack] - toff)
+                if last is not None and same(a, last):
+                    break                   # the same bounds: the same steps and pushes
+                last = a
+                T = chain(a, None if self.unit_cost else self.cost)
+                new = self._pushes(T)
+                pushes = [P for P, h in zip(new, held) if h[4] is not None]
         changed = not same(T, self.T)
         self.T = T
         self._bounds = (a_in, a)
-        for e, steps in self.ins:
-            C = T[steps] + self.pop_off[steps]
+        for e, st, pop in ins:
+            C = T.copy() if st is None else T[st]
+            if pop is not None:
+                C += pop
             if not same(e.C, C):
                 e.C = C
                 e.version += 1
                 changed = True
-        for (e, steps, off, slack), P in zip(held, new):
+        for (e, *_), P in zip(held, new):
             if not same(e.P, P):
                 e.P = P
                 e.version += 1
                 changed = True
-        for e, steps, off, slack in self.outs:
-            if not slack:
-                P = T[steps]
-                if not same(e.P, P):
-                    e.P = P
-                    e.version += 1
-                    changed = True
+        for e, st, tail, k in comb:
+            P = T.copy() if st is None else T[st]
+            if not same(e.P, P):
+                e.P = P
+                e.version += 1
+                changed = True
         return changed
 
     @property
@@ -232,6 +270,12 @@ class StepSeq(Actor):
 
     def end(self):
         return int(self.T[-1] + self.cost[-1]) if self.S else 0
+
+
+def _per_step(x, S):
+    """``x`` (an int or an array of ``S``) as an array of ``S`` ints."""
+    x = np.asarray(x, dtype=np.int64)
+    return np.full(S, x, dtype=np.int64) if x.ndim == 0 else x
 
 
 def _check_cover(name, edge, idx):
