@@ -56,14 +56,15 @@ class MemoryClient:
         own = self.grants(times)
         return own if self.memory.order is None else np.maximum(own, self.last)
 
-    def request(self, times):
-        """Set the request times; whether they changed."""
+    def request(self, times, grants=None):
+        """Set the request times; whether they changed. ``grants``: :meth:`grants` of ``times``
+        when the caller has them."""
         if same(times, self.req.times):
             return False
         self.req.times = np.asarray(times, dtype=np.int64).copy()
         self.req.version += 1
-        if self.memory.order is None:
-            self.last = self.grants(self.req.times)      # what the memory will grant
+        if self.memory.order is None:      # what the memory will grant
+            self.last = self.grants(self.req.times) if grants is None else grants
         return True
 
     def done(self):

@@ -43,35 +43,67 @@ class LoadActor(Actor):
         self.busy_cycles = len(self.data) * lines
         self.watch = [out, self.client] + ([self.ref] if self.ref is not None else [])
 
+    def _plan(self):
+        """Where a tile waits for a buffer slot: the beats of tiles ``buf`` tiles apart, as slices
+        when every beat is a tile."""
+        n, d, buf = self.out.n, self.data, self.buf
+        if len(d) == n:
+            self._every = True
+            self._slots = (slice(buf, None), slice(0, max(n - buf, 0))) if buf < n else None
+        else:
+            self._every = False
+            k = np.arange(len(d)) - buf
+            ok = k >= 0
+            self._slots = (d[ok], d[k[ok]]) if ok.any() else None
+        self._extra = self.latency + self.tm.load_ready
+
     def update(self):
+        if not hasattr(self, "_every"):
+            self._plan()
         n = self.out.n
         base = np.zeros(n, dtype=np.int64)
         if self.ref_idx is not None:
             m = self.ref_idx >= 0
             base[m] = np.maximum(base[m], self.ref.P + 1)
         d = self.data
+        every = self._every
+        gd = self.tm.grant_delay
         room = self.out.room()
         P = self.out.P
-        k = np.arange(len(d)) - self.buf
-        ok = k >= 0
+        slots = self._slots
+        client = self.client
         last = None
         for _ in range(LOCAL_ROUNDS):
             # a tile takes a slot of the buffer: the tile ``buf`` tiles before it must have left
-            a = base.copy()
-            a[d[ok]] = np.maximum(a[d[ok]], P[d[k[ok]]])
+            if slots is None:
+                a = base
+            else:
+                a = base.copy()
+                dst, src = slots
+                a[dst] = np.maximum(a[dst], P[src])
             if last is not None and same(a, last):
                 break
             last = a
             T = chain(a)
-            ready = T + 1
-            ready[d] = (self.client.estimate(T[d] + self.tm.grant_delay) + self.latency
-                        + self.tm.load_ready)
+            if every:
+                own = client.estimate(T + gd)
+                ready = own + self._extra
+            else:
+                ready = T + 1
+                own = client.estimate(T[d] + gd)
+                ready[d] = own + self._extra
             P = chain(np.maximum(ready, room))
         changed = not same(T, self.T)
         self.T = T
-        changed |= self.client.request(T[d] + self.tm.grant_delay)
-        ready[d] = self.client.done() + self.latency + self.tm.load_ready
-        P = chain(np.maximum(ready, room))
+        alone = client.memory.order is None
+        # alone at the memory, the grants are the estimate the loop ended on
+        changed |= client.request(T + gd if every else T[d] + gd, own if alone else None)
+        if not alone:
+            if every:
+                ready = client.done() + self._extra
+            else:
+                ready[d] = client.done() + self._extra
+            P = chain(np.maximum(ready, room))
         if not same(P, self.out.P):
             self.out.P = P
             self.out.version += 1
