@@ -8,7 +8,6 @@ frames them from the shape alone, without the interpreter (:func:`static_shape`)
 """
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
@@ -76,8 +75,10 @@ def static_shape(stream):
     return None
 
 
-@lru_cache(maxsize=256)
-def _framing(shape):
+def shape_beats(shape):
+    """The :class:`Beats` of a stream of static ``shape`` (outermost first, ``rank + 1`` positive
+    ints): every element is a beat, and closes level ``k`` when the inner ``k`` dimensions wrap
+    (the same beats as :func:`beats_of` of any run's tokens). Without values."""
     rank = len(shape) - 1
     n = 1
     for d in shape:
@@ -87,17 +88,7 @@ def _framing(shape):
     for k in range(1, rank + 1):        # an element closes level k when the inner k dims wrap
         inner *= shape[rank - k + 1]
         stop[inner - 1::inner] = k
-    has = np.ones(n, dtype=np.int8)
-    has.flags.writeable = stop.flags.writeable = False
-    return has, stop
-
-
-def shape_beats(shape):
-    """The :class:`Beats` of a stream of static ``shape`` (outermost first, ``rank + 1`` positive
-    ints): every element is a beat, and closes level ``k`` when the inner ``k`` dimensions wrap
-    (the same beats as :func:`beats_of` of any run's tokens). Without values."""
-    has, stop = _framing(tuple(shape))
-    return Beats(has, stop, None)
+    return Beats(np.ones(n, dtype=np.int8), stop, None)
 
 
 def mapping_in(n, S):

@@ -65,6 +65,7 @@ class Edge:
     def __init__(self, name, n, depth, info=None):
         self.name, self.n, self.depth = name, int(n), int(depth)
         self.info = info            # the beats' arrays (stop, has_data, rows, data)
+        self.pv = self.cv = 0          # changes of the pushes, of the pops
         self.P = np.zeros(self.n, dtype=np.int64)
         self.C = np.zeros(self.n, dtype=np.int64)
         self.src = self.dst = None
@@ -73,6 +74,26 @@ class Edge:
 
     def __repr__(self):
         return f"Edge({self.name!r}, n={self.n}, depth={self.depth})"
+
+    @property
+    def P(self):
+        """Push time of every beat (replaced, never written in place)."""
+        return self._P
+
+    @P.setter
+    def P(self, value):
+        self._P = value
+        self.pv += 1
+
+    @property
+    def C(self):
+        """Pop time of every beat (replaced, never written in place)."""
+        return self._C
+
+    @C.setter
+    def C(self, value):
+        self._C = value
+        self.cv += 1
 
     def room(self):
         """Earliest push time of every beat allowed by the free entries: ``C[j-depth] + 1``
@@ -121,6 +142,10 @@ class StepSeq(Actor):
         The first step's earliest start.
     """
 
+    #: Skip an update when only the output FIFOs' pops changed and none of them binds
+    #: (:meth:`_outputs_quiet`); False recomputes every time (the same schedule).
+    skip_quiet = True
+
     def __init__(self, name, cost, ins=(), outs=(), pop_off=0, t0=0):
         self.name = name
         self.cost = np.asarray(cost, dtype=np.int64)
@@ -131,7 +156,7 @@ class StepSeq(Actor):
         self.extra = []             # callables -> array of lower bounds on T
         self.T = np.zeros(S, dtype=np.int64)
         self._bounds = (np.zeros(S, dtype=np.int64), np.zeros(S, dtype=np.int64))
-        self._plan = None
+        self._plan = self._seen = None
         self.ins, self.outs = [], []
         for e, idx in ins:
             idx = np.asarray(idx, dtype=np.int64)
@@ -170,7 +195,27 @@ class StepSeq(Actor):
                 tail = (steps[slack:], off[slack:]) if slack < e.n else None
                 held.append((e, every(steps), off, slack, tail))
         self._plan = ins, comb, held
+        # what the steps depend on besides the output FIFOs' pops: input pushes, extra bounds
+        ports = {id(e) for e, *_ in self.outs} | {id(e) for e, _ in self.ins}
+        self._fwd = [e for e, _ in self.ins] + [o for o in self.watch if id(o) not in ports]
         return self._plan
+
+    def _forward_key(self):
+        return [o.pv if isinstance(o, Edge) else o.version for o in self._fwd]
+
+    def _outputs_quiet(self, comb, held):
+        """Whether the output FIFOs' new pops leave every step and push as it is (only their
+        pops changed since the last update): each pop frees its entry no later than the push
+        that needs it already happens. Then :meth:`update` would change nothing (its stall
+        bounds neither: a bound that does not move a step is no wait)."""
+        T = self.T
+        for e, st, tail, k in comb:
+            if tail is not None and not (e.C[:-k] + 1 <= T[tail]).all():
+                return False
+        for e, *_ in held:
+            if not (e.room() <= e.P).all():
+                return False
+        return True
 
     def _pushes(self, T):
         """Push times of every output with slack, given the step starts ``T``."""
@@ -182,6 +227,9 @@ class StepSeq(Actor):
         if S == 0:
             return False
         ins, comb, held = self._plan or self._make_plan()
+        if self.skip_quiet and self._forward_key() == self._seen and \
+                self._outputs_quiet(comb, held):
+            return False
         a_in = None
         for e, st, pop in ins:
             v = e.P + 1
@@ -244,6 +292,7 @@ class StepSeq(Actor):
                 e.P = P
                 e.version += 1
                 changed = True
+        self._seen = self._forward_key()
         return changed
 
     @property
@@ -285,18 +334,19 @@ def _check_cover(name, edge, idx):
                              f"{edge.name} ({edge.n} beats), not each once in order")
 
 
-def solve(actors, max_rounds=None):
+def solve(actors, max_rounds=None, backwards=True):
     """Iterate ``actors`` to their least fixed point; return the rounds it took, or None when
     the schedule does not settle (a deadlock: some beat waits on itself).
 
     A round updates the actors in their order and then back in reverse, skipping an actor none
     of whose watched objects changed since its last update: data flows forwards in the first
     half and back-pressure backwards in the second. Every order reaches the same least fixed
-    point (the updates are monotone and start below it); this one in the fewest updates."""
+    point (the updates are monotone and start below it); this one in the fewest updates.
+    ``backwards=False`` sweeps forwards only."""
     max_rounds = max_rounds or 8 * len(actors) + 40
     seen = [None] * len(actors)
     n = len(actors)
-    order = list(range(n)) + list(range(n - 2, 0, -1))
+    order = list(range(n)) + (list(range(n - 2, 0, -1)) if backwards else [])
     for r in range(1, max_rounds + 1):
         changed = False
         for i in order:

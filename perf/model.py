@@ -105,10 +105,17 @@ def build(hw, ref, timing=None, depths=None):
         raise ValueError(f"predict() needs the interpreter's run of {hw.program.name}: the beats "
                          f"of {', '.join(names[:3])}{' ...' if len(names) > 3 else ''} depend on "
                          f"the data")
+    framed = {}                 # beats by shape, within this call (no state between calls)
     for ei in hw.edges:
         name = ei.name
         s = ei.stream
-        info = beats_of(ref.edges[s]) if s in need else shape_beats(static_shape(s))
+        if s in need:
+            info = beats_of(ref.edges[s])
+        else:
+            shape = static_shape(s)
+            info = framed.get(shape)
+            if info is None:
+                info = framed[shape] = shape_beats(shape)
         e = Edge(name, info.n, depths.get(name, ei.depth), info)
         edges[name] = e
         by_stream[ei.stream] = e

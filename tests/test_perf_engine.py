@@ -1,0 +1,102 @@
+"""The performance model's fast paths give the schedule of the plain ones (no RTL).
+
+* beats framed from a static shape are the interpreter's beats, and ``predict`` without the
+  interpreter's run gives the same result as with it;
+* ``chain``'s shortcut for an already spaced sequence is the recurrence;
+* the forward-and-back sweep and the skipped quiet updates reach the same fixed point as
+  forward sweeps that recompute every unit: every beat's push and pop, the cycles, the units'
+  stalls and the FIFOs' high-water marks; a deadlock stays a deadlock.
+"""
+
+import functools
+import warnings
+
+import numpy as np
+import pytest
+
+from stepforge.compiler.lower import lower
+from stepforge.perf import Deadlock, model, needs_run, predict
+from stepforge.perf.beats import beats_of, shape_beats, static_shape
+from stepforge.perf.engine import StepSeq, chain, solve
+from stepforge.sim.ref.interpreter import run
+
+from .test_perf import X, _zip_side, deadlock_program
+from .test_perf_rtl import _example
+
+CASES = [("matmul", {"M": 8, "K": 8, "N": 8}), ("swiglu", {"B": 8, "H": 8, "I": 8, "t": 8}),
+         ("gemv", {"K": 16, "N": 8}), ("moe", {"T": 6, "E": 2}),
+         ("moe", {"T": 6, "tiling": "static"})]
+
+
+def _lowered(name, params):
+    program, tensors, inputs = _example(name, params)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        hw = lower(program)
+    return hw, run(hw.program, tensors=tensors, inputs=inputs, keep_edges=True)
+
+
+def _schedule(res):
+    return (res.cycles, res.units, res.fifos,
+            {n: (e.P.tolist(), e.C.tolist()) for n, e in res.edges.items()})
+
+
+def test_chain_shortcut_is_the_recurrence():
+    rng = np.random.default_rng(0)
+    shortcuts = 0
+    for n in (1, 2, 7, 300):
+        cost = rng.integers(1, 4, n)
+        # spaced by the costs (the shortcut) and by at least 1 or 3 (the shortcut for a step)
+        spaced = np.concatenate([[5], 5 + np.cumsum(cost[:-1] + rng.integers(0, 3, n - 1))])
+        for a in (rng.integers(0, 50, n), spaced, np.cumsum(rng.integers(3, 5, n))):
+            for c, step in ((None, 1), (None, 3), (cost, 1)):
+                want = np.empty(n, dtype=np.int64)
+                for s in range(n):
+                    prev = want[s - 1] + (step if c is None else c[s - 1]) if s else a[0]
+                    want[s] = max(a[s], prev)
+                assert chain(a.astype(np.int64), c, step).tolist() == want.tolist()
+                shortcuts += want.tolist() == a.tolist()
+    assert shortcuts >= 12
+
+
+@pytest.mark.parametrize("name,params", CASES)
+def test_beats_framed_from_shapes_are_the_interpreters(name, params):
+    hw, ref = _lowered(name, params)
+    static = [e.stream for e in hw.edges if static_shape(e.stream) is not None]
+    assert static
+    for s in static:
+        got, want = shape_beats(static_shape(s)), beats_of(ref.edges[s])
+        assert got.has.tolist() == want.has.tolist() and got.stop.tolist() == want.stop.tolist()
+    if name == "moe":       # routers read their selectors: the interpreter's run is needed
+        assert needs_run(hw)
+        with pytest.raises(ValueError, match="needs the interpreter's run of moe"):
+            predict(hw)
+    else:
+        assert not needs_run(hw)
+        assert _schedule(predict(hw)) == _schedule(predict(hw, ref))
+
+
+@pytest.mark.parametrize("name,params", CASES)
+def test_fast_fixed_point_is_the_plain_one(name, params, monkeypatch):
+    hw, ref = _lowered(name, params)
+    fast = _schedule(predict(hw, ref))
+    monkeypatch.setattr(StepSeq, "skip_quiet", False)
+    monkeypatch.setattr(model, "solve", functools.partial(solve, backwards=False))
+    assert _schedule(predict(hw, ref)) == fast
+
+
+def test_fast_fixed_point_keeps_deadlocks_and_their_threshold(monkeypatch):
+    p = deadlock_program()
+    _, side = _zip_side(p)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        hw = lower(p, depths={side: 13})
+    ref = run(hw.program, {"X": X}, keep_edges=True)
+    fast = {d: _schedule(predict(hw, ref, depths={side.name: d})) for d in (14, 16, 20)}
+    with pytest.raises(Deadlock):
+        predict(hw, ref)
+    monkeypatch.setattr(StepSeq, "skip_quiet", False)
+    monkeypatch.setattr(model, "solve", functools.partial(solve, backwards=False))
+    with pytest.raises(Deadlock):
+        predict(hw, ref)
+    assert {d: _schedule(predict(hw, ref, depths={side.name: d})) for d in fast} == fast
