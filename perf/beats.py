@@ -94,7 +94,8 @@ def shape_beats(shape):
 def mapping_in(n, S):
     """Steps ``0..S-1`` consuming beats ``0..n-1`` spread evenly, each at its group's first
     step: an array of beat indices (-1: none)."""
-    idx = np.full(S, -1, dtype=np.int64)
+    idx = np.empty(S, dtype=np.int64)
+    idx.fill(-1)
     if n == 0 or S == 0:
         return idx
     first = (np.arange(n, dtype=np.int64) * S + n - 1) // n      # ceil(j * S / n)
@@ -104,7 +105,8 @@ def mapping_in(n, S):
 
 def mapping_out(n, S):
     """Steps producing beats ``0..n-1`` spread evenly, each at its group's last step."""
-    idx = np.full(S, -1, dtype=np.int64)
+    idx = np.empty(S, dtype=np.int64)
+    idx.fill(-1)
     if n == 0 or S == 0:
         return idx
     last = ((np.arange(n, dtype=np.int64) + 1) * S + n - 1) // n - 1
@@ -130,6 +132,7 @@ def fit(emits, n, S):
             return mapping_out(n, S)
         emits = emits.copy()
         emits[later[len(later) - (n - k):]] = True
-    idx = np.full(S, -1, dtype=np.int64)
+    idx = np.empty(S, dtype=np.int64)
+    idx.fill(-1)
     idx[emits] = np.arange(n)
     return idx

@@ -21,7 +21,7 @@ the least fixed point (:func:`solve`); a schedule that does not settle is a dead
 
 import numpy as np
 
-__all__ = ["Edge", "StepSeq", "Actor", "solve", "chain", "same", "NEG"]
+__all__ = ["Edge", "StepSeq", "Actor", "solve", "chain", "same", "filled", "NEG"]
 
 #: "No constraint" (far below any cycle).
 NEG = np.int64(-(1 << 40))
@@ -33,6 +33,13 @@ LOCAL_ROUNDS = 64
 
 def _ones(n):
     return ONES[:n] if n <= len(ONES) else np.ones(n, dtype=np.int64)
+
+
+def filled(n, value):
+    """An int64 array of ``n`` times ``value`` (``np.full`` without its Python overhead)."""
+    out = np.empty(n, dtype=np.int64)
+    out.fill(value)
+    return out
 
 
 def same(a, b):
@@ -100,7 +107,7 @@ class Edge:
         (kept until the pops change: ``C`` is replaced, never written in place)."""
         if self._room_of is self.C:
             return self._room
-        out = np.full(self.n, NEG, dtype=np.int64)
+        out = filled(self.n, NEG)
         d = self.depth
         if d < self.n:
             out[d:] = self.C[:-d] + 1
@@ -237,10 +244,10 @@ class StepSeq(Actor):
                 a_in = v if a_in is None else np.maximum(a_in, v, out=a_in)
             else:
                 if a_in is None:
-                    a_in = np.full(S, self.t0, dtype=np.int64)
+                    a_in = filled(S, self.t0)
                 a_in[st] = np.maximum(a_in[st], v)
         if a_in is None:
-            a_in = np.full(S, self.t0, dtype=np.int64)
+            a_in = filled(S, self.t0)
         else:
             np.maximum(a_in, self.t0, out=a_in)
         base = a_in
@@ -324,7 +331,7 @@ class StepSeq(Actor):
 def _per_step(x, S):
     """``x`` (an int or an array of ``S``) as an array of ``S`` ints."""
     x = np.asarray(x, dtype=np.int64)
-    return np.full(S, x, dtype=np.int64) if x.ndim == 0 else x
+    return filled(S, x) if x.ndim == 0 else x
 
 
 def _check_cover(name, edge, idx):

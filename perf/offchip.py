@@ -11,7 +11,7 @@ lines; it is done when its last line is granted.
 import numpy as np
 
 from .beats import mapping_in, mapping_out
-from .engine import LOCAL_ROUNDS, NEG, Actor, chain, same
+from .engine import LOCAL_ROUNDS, NEG, Actor, chain, filled, same
 
 __all__ = ["LoadActor", "StoreActor"]
 
@@ -161,7 +161,7 @@ class StoreActor(Actor):
         done = self.client.done()
         k = np.arange(len(d)) - self.tm.store_queue
         ok = k >= 0
-        q = np.full(len(d), NEG, dtype=np.int64)
+        q = filled(len(d), NEG)
         q[ok] = done[k[ok]] + 1          # a tile's slot is free the cycle after it retires
         a[d] = np.maximum(a[d], q)
         T = chain(a)

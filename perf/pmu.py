@@ -9,7 +9,7 @@ output FIFO, and releases the buffer after its last replayed beat.
 import numpy as np
 
 from .beats import fit, mapping_in
-from .engine import NEG, StepSeq
+from .engine import NEG, StepSeq, filled
 
 __all__ = ["write_side", "ReadSide"]
 
@@ -31,7 +31,7 @@ def write_side(u, ins, outs, tm, readers):
     seq.buffer_sizes = np.diff(np.concatenate([starts, [S]]))
 
     def slot_bound():
-        a = np.full(S, NEG, dtype=np.int64)
+        a = filled(S, NEG)
         for r in readers:
             rel = r.release
             k = np.arange(len(starts)) - slots
@@ -80,7 +80,7 @@ class ReadSide(StepSeq):
         self.first_take = bi[self.first]
 
         def start_bound():
-            a = np.full(S, NEG, dtype=np.int64)
+            a = filled(S, NEG)
             ok = self.first_take >= 0
             a[self.first[ok]] = bufs.P[self.first_take[ok]] + 1 + tm.pmu_start - 1
             return a
