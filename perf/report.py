@@ -40,7 +40,8 @@ def run_perf(pf, *, params=None, seed=0, trace=None, config=None, fifo_sizing=No
     total = time.perf_counter() - t0
     cycles = res.cycles
     out(f"{program.name}: perf model, {cycles} cycles predicted (model {res.seconds * 1e3:.1f} ms, "
-        f"{res.rounds} rounds; lowering and interpreter {total - res.seconds:.2f} s)")
+        f"{res.rounds} rounds; lowering{' and interpreter' if ref is not None else ''} "
+        f"{total - res.seconds:.2f} s)")
     sizing = hw.fifo_sizing
     out(f"FIFO sizing: {sizing.get('method')}, {sizing.get('bits')} bits in {len(hw.edges)} FIFOs")
     for finding in hw.deadlocks:
