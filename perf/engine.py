@@ -160,7 +160,7 @@ class StepSeq(Actor):
         self.pop_off = _per_step(pop_off, S)
         self.unit_cost = bool(S) and int(self.cost.max()) == 1 == int(self.cost.min())
         self.t0 = t0
-        self.extra = []             # callables -> array of lower bounds on T
+        self.extra = []             # callables -> [(steps, lower bounds on their T)]
         self.T = np.zeros(S, dtype=np.int64)
         self._bounds = (np.zeros(S, dtype=np.int64), np.zeros(S, dtype=np.int64))
         self._plan = self._seen = None
@@ -195,12 +195,15 @@ class StepSeq(Actor):
             ins.append((e, every(steps), pop if pop.any() else None))
         comb, held = [], []
         for e, steps, off, slack in self.outs:
+            st = every(steps)
             if not slack:
                 k = e.depth
-                comb.append((e, every(steps), steps[k:] if k < e.n else None, k))
+                tail = None if k >= e.n else slice(k, None) if st is None else steps[k:]
+                comb.append((e, st, tail, k))
             else:
-                tail = (steps[slack:], off[slack:]) if slack < e.n else None
-                held.append((e, every(steps), off, slack, tail))
+                tail = None if slack >= e.n else (
+                    slice(slack, None) if st is None else steps[slack:], off[slack:])
+                held.append((e, st, off, slack, tail))
         self._plan = ins, comb, held
         # what the steps depend on besides the output FIFOs' pops: input pushes, extra bounds
         ports = {id(e) for e, *_ in self.outs} | {id(e) for e, _ in self.ins}
@@ -257,7 +260,10 @@ class StepSeq(Actor):
                     base = a_in.copy()
                 base[tail] = np.maximum(base[tail], e.C[:-k] + 1)
         for f in self.extra:
-            base = np.maximum(base, f())
+            for idx, low in f():
+                if base is a_in:
+                    base = a_in.copy()
+                base[idx] = np.maximum(base[idx], low)
         # the unit's own results waiting for room bound its next steps: solve that loop here
         bounded = [h for h in held if h[4] is not None]
         if not bounded:

@@ -9,7 +9,7 @@ output FIFO, and releases the buffer after its last replayed beat.
 import numpy as np
 
 from .beats import fit, mapping_in
-from .engine import NEG, StepSeq, filled
+from .engine import StepSeq
 
 __all__ = ["write_side", "ReadSide"]
 
@@ -30,14 +30,18 @@ def write_side(u, ins, outs, tm, readers):
     slots = comp.params.slots or comp.params.blocks
     seq.buffer_sizes = np.diff(np.concatenate([starts, [S]]))
 
+    plans = {}          # per read side: the buffers that wait for a release, and which
+
     def slot_bound():
-        a = filled(S, NEG)
+        out = []
         for r in readers:
-            rel = r.release
-            k = np.arange(len(starts)) - slots
-            ok = (k >= 0) & (k < len(rel))
-            a[starts[ok]] = np.maximum(a[starts[ok]], rel[k[ok]] + 1)
-        return a
+            plan = plans.get(id(r))
+            if plan is None:
+                k = np.arange(len(starts)) - slots
+                ok = (k >= 0) & (k < len(r.release))
+                plan = plans[id(r)] = (starts[ok], k[ok])
+            out.append((plan[0], r.release[plan[1]] + 1))
+        return out
     seq.extra.append(slot_bound)
     seq.readers = readers
     return seq
@@ -79,11 +83,11 @@ class ReadSide(StepSeq):
         self.release = np.zeros(len(self.first), dtype=np.int64)
         self.first_take = bi[self.first]
 
+        ok = self.first_take >= 0
+        starts, takes = self.first[ok], self.first_take[ok]
+
         def start_bound():
-            a = filled(S, NEG)
-            ok = self.first_take >= 0
-            a[self.first[ok]] = bufs.P[self.first_take[ok]] + 1 + tm.pmu_start - 1
-            return a
+            return [(starts, bufs.P[takes] + tm.pmu_start)]
         self.extra.append(start_bound)
 
     def update(self):
