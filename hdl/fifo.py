@@ -2,7 +2,7 @@
 
 from types import SimpleNamespace
 
-from amaranth.hdl import Module, Shape, Signal
+from amaranth.hdl import Module, Mux, Shape, Signal
 from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -152,13 +152,15 @@ class StreamFIFO(wiring.Component):
         m.d.comb += [self.i.ready.eq(~head_valid | queue.w_rdy),
                      push.eq(self.i.valid & self.i.ready),
                      queue.w_data.eq(self.i.payload)]
-        to_head = Signal(name="push_to_head")
-        m.d.comb += to_head.eq(push & (~head_valid | (pop & ~queue.r_rdy)))
-        m.d.comb += [queue.w_en.eq(push & ~to_head), queue.r_en.eq(pop)]
-        with m.If(to_head):
-            m.d.sync += [head.eq(self.i.payload), head_valid.eq(1)]
-        with m.Elif(pop):
-            m.d.sync += [head.eq(queue.r_data), head_valid.eq(queue.r_rdy)]
+        # The head takes a new value when it is empty or leaves: the queue's head if the queue
+        # holds one (it is never non-empty while the head is), else the input's beat. The data
+        # select is the queue's registered ``r_rdy``; only the enable depends on ``o.ready``.
+        refill = Signal(name="head_refill")
+        m.d.comb += [refill.eq(~head_valid | pop),
+                     queue.w_en.eq(push & ~(refill & ~queue.r_rdy)), queue.r_en.eq(pop)]
+        with m.If(refill):
+            m.d.sync += [head.eq(Mux(queue.r_rdy, queue.r_data, self.i.payload)),
+                         head_valid.eq(queue.r_rdy | push)]
         return head_valid + queue.level
 
     def _queue(self, m, depth):

@@ -40,6 +40,9 @@ class _TileWriter(wiring.Component):
         A tile is held (queued or being written).
     retire : ``Out(1)``
         The held tile's last line is taken in this cycle.
+
+    ``cmd.ready`` depends only on registers (the tile queue's room), so the store unit's
+    ``in0.ready`` does not wait on the memory's ``req.ready``.
     """
 
     def __init__(self, placement):
@@ -63,18 +66,30 @@ class _TileWriter(wiring.Component):
         nlines = len(counts)
         cmd, mem = self.cmd, self.mem
 
-        # Tiles wait in a queue of two; a tile's burst is requested when it enters the queue, so
-        # the memory knows the next burst while the current one's lines go out and its lines
-        # follow without a gap (the memory offers a burst's first line two cycles after it
-        # accepts the request).
+        # Tiles wait in a queue of two, and their bursts' addresses in a queue of two beside it.
+        # A tile enters whenever the tile queue has room: ``cmd.ready`` is a register's output,
+        # not the memory's ``req.ready``. Its burst is requested in the same cycle when no
+        # earlier burst waits (so the memory knows the next burst while the current one's lines
+        # go out and its lines follow without a gap: the memory offers a burst's first line two
+        # cycles after it accepts the request), else it waits in the address queue. A tile
+        # leaves its queue only after its last line, so after its burst was requested: the
+        # address queue never holds more entries than the tile queue and has room when it has.
         m.submodules.tiles = tiles = StreamFIFO(unsigned(T * g.word_bits), 2, counters=False)
+        m.submodules.bursts = bursts = StreamFIFO(unsigned(g.addr_bits), 2, counters=False)
+        enter = Signal(name="tile_enter")
+        direct = Signal(name="burst_direct")          # no burst waits: request this one now
         m.d.comb += [
-            mem.req.valid.eq(cmd.valid & tiles.i.ready),
-            cmd.ready.eq(tiles.i.ready & mem.req.ready),
-            tiles.i.valid.eq(cmd.valid & cmd.ready),
+            cmd.ready.eq(tiles.i.ready),
+            enter.eq(cmd.valid & cmd.ready),
+            tiles.i.valid.eq(cmd.valid),
             tiles.i.payload.eq(cmd.payload.data),
+            direct.eq(~bursts.o.valid),
+            mem.req.valid.eq(Mux(direct, enter, bursts.o.valid)),
+            bursts.o.ready.eq(mem.req.ready),
+            bursts.i.valid.eq(enter & ~(direct & mem.req.ready)),
+            bursts.i.payload.eq(cmd.payload.addr),
         ]
-        p.request(m, mem, cmd.payload.addr)
+        p.request(m, mem, Mux(direct, cmd.payload.addr, bursts.o.payload))
 
         cur = tiles.o.valid
         tile = tiles.o.payload
@@ -157,11 +172,12 @@ class LinearStoreUnit(wiring.Component):
         wiring.connect(m, wiring.flipped(self.mem), writer.mem)
         i = self.in0
         count = Signal(range(p.ntiles + 1), name="count")
+        filled = Signal(name="filled")              # count == ntiles, as a register
         addr = Signal(p.geometry.addr_bits, init=p.base, name="tile_addr")
         col = Signal(index_shape(gc), name="tile_col")
         seen_last = Signal(name="seen_last")
         bad = Signal(name="too_many")
-        m.d.comb += bad.eq(i.payload.has_data & (count == p.ntiles))
+        m.d.comb += bad.eq(i.payload.has_data & filled)
         raise_error(m, self.status, ErrorCode.ADDRESS_RANGE, i.valid & bad & ~seen_last)
         ok = Signal(name="ok")
         m.d.comb += [
@@ -174,7 +190,7 @@ class LinearStoreUnit(wiring.Component):
         take = Signal(name="take")
         m.d.comb += take.eq(i.valid & i.ready)
         with m.If(take & i.payload.has_data):
-            m.d.sync += count.eq(count + 1)
+            m.d.sync += [count.eq(count + 1), filled.eq(count == p.ntiles - 1)]
             with m.If(col == gc - 1):
                 m.d.sync += [col.eq(0), addr.eq(addr + (p.row_step - (gc - 1) * p.col_step))]
             with m.Else():

@@ -125,7 +125,7 @@ class System(wiring.Component):
         writes = [(u, p) for u in hw.units for p, kind in u.memory if kind == "write"]
 
         def bursts(clients):
-            return [getattr(u.component, p).signature.burst for u, p in clients]
+            return [getattr(u.component, p).signature.shape for u, p in clients]
 
         mem = MemoryModel(hw.config, hw.memory_bytes,
                           read_ports=bursts(reads) or ([] if writes else [(1, 1, 0)]),

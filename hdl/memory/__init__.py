@@ -25,7 +25,7 @@ most ``max_segments``).
 
 * Read port: ``req`` (stream of ``addr``) and ``resp`` (no back-pressure: ``valid``, ``count`` of
   words in the line, ``last`` line of the burst, ``data``: words ``0..count-1`` of the line in
-  order, zero past them). Lines arrive in request order, each ``mem_latency`` cycles after the
+  order; the words past them are unspecified). Lines arrive in request order, each ``mem_latency`` cycles after the
   cycle it was granted. A client must absorb every line it asked for.
 * Write port: ``req`` as for reads and ``data``, a stream of lines cut exactly as a read of the
   same burst returns them; the memory takes a line (``data.ready``) in the cycle it grants it. A
@@ -69,7 +69,7 @@ from .arbiter import RoundRobin
 from .geometry import MemoryGeometry, check_count, index_shape, quiet_on_error
 from .host import array_from_bytes, array_to_bytes, backdoor_read, backdoor_write
 from .lane_ram import LaneOrganization, LaneRAM, lane_ram_verilog, organize
-from .lines import LineGenerator, LineLayout, line_tables
+from .lines import LineGenerator, LineLayout, line_tables, fixed_sel
 from .model import PIPELINE_LATENCY, MemoryModel
 from .placement import TensorPlacement
 from .port import DebugSignature, MemoryPort, ResponseSignature
@@ -81,6 +81,6 @@ LANE_RAM_VERILOG = lane_ram_verilog(zero_init=True)
 __all__ = ["MemoryGeometry", "MemoryPort", "ResponseSignature", "DebugSignature", "MemoryModel",
            "TensorPlacement", "LineGenerator", "LineLayout", "RoundRobin", "LaneRAM",
            "LaneOrganization", "organize",
-           "PIPELINE_LATENCY", "LANE_RAM_VERILOG", "lane_ram_verilog", "line_tables",
+           "PIPELINE_LATENCY", "LANE_RAM_VERILOG", "lane_ram_verilog", "line_tables", "fixed_sel",
            "array_to_bytes", "array_from_bytes", "backdoor_read", "backdoor_write",
            "index_shape", "quiet_on_error", "check_count"]

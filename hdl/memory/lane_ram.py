@@ -23,32 +23,41 @@ class LaneOrganization:
     """How a lane of ``width`` bits and ``depth`` rows is cut into block RAMs.
 
     ``slice`` bits wide and ``rows`` deep each; ``banks = ceil(depth / rows)`` of them deep and
-    ``ceil(width / slice)`` wide. ``latency`` is the lane's read latency: 2 (the block RAM's
-    register, then one flip-flop fed straight by it) for one bank; 3 for several (each bank's
-    output in a flip-flop, then the bank multiplexer into the output register), so no logic
-    ever follows a block RAM's slow output (5.8 ns on ECP5 speed 6) in the same cycle.
+    ``ceil(width / slice)`` wide. The last bank may be organized differently, ``tail_slice``
+    bits wide and ``tail_rows <= rows`` deep (by default as the others): it holds only the rows
+    past the full banks. ``latency`` is the lane's read latency: 2 (the block RAM's register,
+    then one flip-flop fed straight by it) for one bank; 3 for several (each bank's output in a
+    flip-flop, then the bank multiplexer into the output register), so no logic ever follows a
+    block RAM's slow output (5.8 ns on ECP5 speed 6) in the same cycle.
     """
     slice: int
     rows: int
     banks: int
+    tail_slice: int = None
+    tail_rows: int = None
+
+    @property
+    def last(self):
+        """``(slice, rows)`` of the last bank."""
+        return (self.tail_slice or self.slice, self.tail_rows or self.rows)
 
     @property
     def latency(self):
         return 2 if self.banks == 1 else 3
 
+    def blocks(self, width):
+        """Block RAMs of a lane ``width`` bits wide."""
+        return (-(-width // self.slice) * (self.banks - 1)
+                + -(-width // self.last[0]))
+
 
 #: The lane module's ports and address split, the same in both of its forms.
 _HEADER = "module " + LANE_RAM_MODULE + """ #(parameter WIDTH = 64, parameter DEPTH = 16, parameter AW = 4,
-                           parameter SLICE = 64, parameter ROWS = 16, parameter BANKS = 1) (
+                           parameter SLICE = 64, parameter ROWS = 16, parameter BANKS = 1,
+                           parameter TSLICE = SLICE, parameter TROWS = ROWS) (
   input clk, input [AW-1:0] addr, input [WIDTH-1:0] wdata, input we, output [WIDTH-1:0] rdata);
-  localparam N = (WIDTH + SLICE - 1) / SLICE;
   localparam RB = ROWS > 1 ? $clog2(ROWS) : 1;
   localparam BB = BANKS > 1 ? $clog2(BANKS) : 1;
-  wire [N*SLICE-1:0] wpad;
-  assign wpad[WIDTH-1:0] = wdata;
-  generate if (N*SLICE > WIDTH) begin : pad
-    assign wpad[N*SLICE-1:WIDTH] = {(N*SLICE-WIDTH){1'b0}};
-  end endgenerate
   wire [RB-1:0] row;
   wire [BB-1:0] bank;
   generate if (BANKS > 1) begin : banked   // ROWS is a power of two
@@ -60,31 +69,59 @@ _HEADER = "module " + LANE_RAM_MODULE + """ #(parameter WIDTH = 64, parameter DE
   end endgenerate
 """
 
+#: The start of a bank's block in both forms: its shape (the last bank's may differ), its row
+#: address and the write data padded to whole slices.
+_BANK = """    localparam SL = b == BANKS - 1 ? TSLICE : SLICE;
+    localparam RW = b == BANKS - 1 ? TROWS : ROWS;
+    localparam NS = (WIDTH + SL - 1) / SL;
+    localparam RWB = RW > 1 ? $clog2(RW) : 1;
+    wire [RWB-1:0] brow = row[RWB-1:0];
+    wire [NS*SL-1:0] wpad;
+    assign wpad[WIDTH-1:0] = wdata;
+    if (NS*SL > WIDTH) begin : pad
+      assign wpad[NS*SL-1:WIDTH] = {(NS*SL-WIDTH){1'b0}};
+    end
+    wire [NS*SL-1:0] q_all;
+"""
+
 def organize(family, width, depth):
     """The :class:`LaneOrganization` of a lane for ``family``.
 
     On ECP5 the ``DP16KD`` organization (:data:`DP16KD_SHAPES`) that needs the fewest block
-    RAMs, then the fewest banks: a 32-bit lane of 4,096 rows is eight 4-bit slices one bank
-    deep (no bank multiplexer); of 4,200 rows, two 18-bit slices five banks deep (10 instead of
-    16). Elsewhere the whole word in one bank (a 16-bit iCE40 lane maps to ``SB_SPRAM256KA``).
+    RAMs, then the fewest banks (each bank beyond the first costs a bank multiplexer per bit):
+    a 32-bit lane of 4,096 rows is eight 4-bit slices one bank deep (no bank multiplexer); of
+    4,176 rows (GEMV 256x256), eight 4-bit slices for the first 4,096 rows and two 18-bit slices
+    for the last 80 (10 blocks in 2 banks, where two 18-bit slices five banks deep are 10 blocks
+    in 5). Elsewhere the whole word in one bank (a 16-bit iCE40 lane maps to
+    ``SB_SPRAM256KA``).
     """
-    if family == "ecp5":
-        best = None
-        for bits, rows in DP16KD_SHAPES:
-            bits = min(bits, width)
-            banks = -(-depth // rows)
-            cost = (-(-width // bits) * banks, banks)
+    if family != "ecp5":
+        return LaneOrganization(width, depth, 1)
+    best = None
+    for bits, rows in DP16KD_SHAPES:
+        bits = min(bits, width)
+        banks = -(-depth // rows)
+        if banks == 1:
+            candidates = [LaneOrganization(bits, min(rows, depth), 1)]
+        else:
+            # the rows past the full banks in a last bank of any shape no deeper than the others
+            tail = depth - (banks - 1) * rows
+            candidates = [LaneOrganization(bits, rows, banks, *(
+                () if (tb, tr) == (bits, rows) else (tb, tr)))
+                for tb, tr in ((min(b, width), min(r, tail)) for b, r in DP16KD_SHAPES
+                               if r <= rows and r >= tail or r == rows)]
+        for org in candidates:
+            cost = (org.blocks(width), org.banks)
             if best is None or cost < best[0]:
-                best = (cost, LaneOrganization(bits, min(rows, depth) if banks == 1 else rows,
-                                               banks))
-        return best[1]
-    return LaneOrganization(width, depth, 1)
+                best = (cost, org)
+    return best[1]
 
 
 def lane_ram_verilog(zero_init=True, family=None, primitives=False):
     """The Verilog of the storage of one lane for ``storage="verilog"``.
 
-    ``BANKS x ceil(WIDTH / SLICE)`` single-port RAMs of ``ROWS x SLICE`` bits (the
+    ``ceil(WIDTH / SLICE)`` single-port RAMs of ``ROWS x SLICE`` bits in each of ``BANKS``
+    banks, the last bank ``ceil(WIDTH / TSLICE)`` RAMs of ``TROWS x TSLICE`` (the
     :class:`LaneOrganization`), each with a registered read that keeps its value in a cycle that
     writes it ("no change": the memory never uses a lane's read in the cycle it writes the lane;
     ``DP16KD`` and iCE40 ``SB_SPRAM256KA`` read ports behave that way), then flip-flops fed
@@ -115,8 +152,8 @@ def lane_ram_verilog(zero_init=True, family=None, primitives=False):
         return _dp16kd_lane_verilog()
     def init(body):
         return f"\n    initial begin\n{body}    end" if zero_init else ""
-    ram_init = init("      for (i = 0; i < ROWS; i = i + 1) mem[i] = {SLICE{1'b0}};\n"
-                    "      q = {SLICE{1'b0}};\n")
+    ram_init = init("      for (i = 0; i < RW; i = i + 1) mem[i] = {SL{1'b0}};\n"
+                    "      q = {SL{1'b0}};\n")
     out_init = init("      rdata_q = {WIDTH{1'b0}};\n      bank_q = 0;\n      bank_qq = 0;\n")
     bank_init = init("      held = {WIDTH{1'b0}};\n")
     declare_i = "\n      integer i;" if zero_init else ""
@@ -128,15 +165,14 @@ def lane_ram_verilog(zero_init=True, family=None, primitives=False):
   reg [BB-1:0] bank_qq;{out_init}
   genvar b, s;
   generate for (b = 0; b < BANKS; b = b + 1) begin : bank_
-    wire [N*SLICE-1:0] q_all;
-    for (s = 0; s < N; s = s + 1) begin : slice{declare_i}
-      {style}reg [SLICE-1:0] mem [0:ROWS-1];
-      reg [SLICE-1:0] q;{ram_init}
+{_BANK}    for (s = 0; s < NS; s = s + 1) begin : slice{declare_i}
+      {style}reg [SL-1:0] mem [0:RW-1];
+      reg [SL-1:0] q;{ram_init}
       always @(posedge clk) begin
-        if (we && bank == b) mem[row] <= wpad[s*SLICE +: SLICE];
-        else q <= mem[row];
+        if (we && bank == b) mem[brow] <= wpad[s*SL +: SL];
+        else q <= mem[brow];
       end
-      assign q_all[s*SLICE +: SLICE] = q;
+      assign q_all[s*SL +: SL] = q;
     end
     if (BANKS > 1) begin : hold
       reg [WIDTH-1:0] held;{bank_init}
@@ -174,17 +210,16 @@ def _dp16kd_lane_verilog():
     registers it once more inside the block: the inferred module's first flip-flop.
     """
     return f"""
-{_HEADER}  localparam DW = SLICE <= 1 ? 1 : SLICE <= 2 ? 2 : SLICE <= 4 ? 4 : SLICE <= 9 ? 9 : 18;
-  localparam SHIFT = DW == 1 ? 0 : DW == 2 ? 1 : DW == 4 ? 2 : DW == 9 ? 3 : 4;
-  wire [13:0] row14 = row;   // zero-extended
-  wire [13:0] ad = row14 << SHIFT;
-  wire [BANKS*WIDTH-1:0] bank_words;
+{_HEADER}  wire [BANKS*WIDTH-1:0] bank_words;
   genvar b, s;
   generate for (b = 0; b < BANKS; b = b + 1) begin : bank_
-    wire [N*SLICE-1:0] q_all;
+{_BANK}    localparam DW = SL <= 1 ? 1 : SL <= 2 ? 2 : SL <= 4 ? 4 : SL <= 9 ? 9 : 18;
+    localparam SHIFT = DW == 1 ? 0 : DW == 2 ? 1 : DW == 4 ? 2 : DW == 9 ? 3 : 4;
+    wire [13:0] row14 = brow;   // zero-extended
+    wire [13:0] ad = row14 << SHIFT;
     wire bank_we = we && bank == b;
-    for (s = 0; s < N; s = s + 1) begin : slice
-      wire [17:0] di = wpad[s*SLICE +: SLICE];   // zero-extended
+    for (s = 0; s < NS; s = s + 1) begin : slice
+      wire [17:0] di = wpad[s*SL +: SL];   // zero-extended
       wire [17:0] do_;
       // at 18 bits AD[1:0] are the byte enables: both follow the write enable, as Yosys wires them
       wire [13:0] ad_s = DW == 18 ? {{ad[13:2], bank_we, bank_we}} : ad;
@@ -199,7 +234,7 @@ def _dp16kd_lane_verilog():
       .CSB0(1'b0), .CSB1(1'b0), .CSB2(1'b0),
 {_dp16kd_ports("ADB", None, 14)}{_dp16kd_ports("DIB", None, 18)}\
       .DOB0());
-      assign q_all[s*SLICE +: SLICE] = do_[SLICE-1:0];
+      assign q_all[s*SL +: SL] = do_[SL-1:0];
     end
     assign bank_words[b*WIDTH +: WIDTH] = q_all[WIDTH-1:0];
   end endgenerate
@@ -273,6 +308,7 @@ class LaneRAM(wiring.Component):
             m.submodules.ram = Instance(
                 LANE_RAM_MODULE, p_WIDTH=self.data.shape.width, p_DEPTH=self.data.depth,
                 p_AW=self.addr_bits, p_SLICE=org.slice, p_ROWS=org.rows, p_BANKS=org.banks,
+                p_TSLICE=org.last[0], p_TROWS=org.last[1],
                 i_clk=ClockSignal(), i_addr=self.addr, i_wdata=self.wdata, i_we=self.we,
                 o_rdata=self.rdata)
             return m

@@ -6,7 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from .port import MemoryPort
 
-__all__ = ["LineLayout", "LineGenerator", "line_tables"]
+__all__ = ["LineLayout", "LineGenerator", "line_tables", "fixed_lanes", "fixed_sel"]
 
 
 def LineLayout(geometry):
@@ -69,6 +69,38 @@ def line_tables(port):
     return lines, patterns
 
 
+def fixed_lanes(port):
+    """For a port with a known ``start_lane``: ``(row offset, used, sel)`` of every lane for each
+    line of a burst (as in :func:`line_tables`, the lane of each line's first word being
+    known); None when the port's requests may start in any lane."""
+    if port.start_lane is None:
+        return None
+    g = port.geometry
+    lines, patterns = line_tables(port)
+    offsets = g.line_offsets(*port.burst)
+    return [patterns[p][(port.start_lane + offs[0]) % g.lanes]
+            for (p, _, _), offs in zip(lines, offsets)]
+
+
+def fixed_sel(port):
+    """The ``sel`` of :func:`LineLayout` that every line of ``port``'s bursts has where it
+    matters (the lanes a write line uses; the first ``count`` words of a read line), as a tuple
+    (0 where no line uses it); None when it varies from line to line or the start lane is not
+    known. The memory then wires this client's words to its lanes without a crossbar."""
+    lanes = fixed_lanes(port)
+    if lanes is None:
+        return None
+    counts = port.lines
+    sel = [None] * port.geometry.lanes
+    for line, count in zip(lanes, counts):
+        for k, (_, used, value) in enumerate(line):
+            if (used if port.kind == "write" else k < count):
+                if sel[k] not in (None, value):
+                    return None
+                sel[k] = value
+    return tuple(0 if v is None else v for v in sel)
+
+
 class LineGenerator(wiring.Component):
     """Turn the bursts of one client into memory lines (:func:`LineLayout`), one per cycle.
 
@@ -125,24 +157,31 @@ class LineGenerator(wiring.Component):
         count = Signal(range(L + 1), name="line_count")
         delta = Signal(g.addr_bits, name="line_delta")
         last = Signal(name="line_last")
+        nxt = Signal(LineLayout(g), name="line_next")
+        row_off = [Signal(len(nxt.rows[0]), name=f"lane{j}_row_offset") for j in range(L)]
+        fixed = fixed_lanes(self.port)
+
+        def lanes_of(lanes):
+            return [s for j, (off, used, sel) in enumerate(lanes)
+                    for s in (row_off[j].eq(off), nxt.use[j].eq(used), nxt.sel[j].eq(sel))]
+
         with m.Switch(index):
             for n, (p, c, d) in enumerate(lines):
                 with m.Case(n) if n < nl - 1 else m.Default():
                     m.d.comb += [pattern.eq(p), count.eq(c), delta.eq(d), last.eq(n == nl - 1)]
+                    if fixed is not None:   # the line's lanes are known from its index
+                        m.d.comb += lanes_of(fixed[n])
 
-        lane = addr[:lb] if lb else 0
         row = addr[lb:]
-        nxt = Signal(LineLayout(g), name="line_next")
-        row_off = [Signal(len(nxt.rows[0]), name=f"lane{j}_row_offset") for j in range(L)]
-        with m.Switch(pattern):
-            for p, by_r in enumerate(patterns):
-                with m.Case(p) if p < len(patterns) - 1 else m.Default():
-                    with m.Switch(lane):
-                        for r, lanes in enumerate(by_r):
-                            with m.Case(r) if r < L - 1 else m.Default():
-                                for j, (off, used, sel) in enumerate(lanes):
-                                    m.d.comb += [row_off[j].eq(off), nxt.use[j].eq(used),
-                                                 nxt.sel[j].eq(sel)]
+        if fixed is None:                   # from the lane of the line's first word
+            lane = addr[:lb] if lb else 0
+            with m.Switch(pattern):
+                for p, by_r in enumerate(patterns):
+                    with m.Case(p) if p < len(patterns) - 1 else m.Default():
+                        with m.Switch(lane):
+                            for r, lanes in enumerate(by_r):
+                                with m.Case(r) if r < L - 1 else m.Default():
+                                    m.d.comb += lanes_of(lanes)
         m.d.comb += [nxt.rows[j].eq(row + row_off[j]) for j in range(L)]
         m.d.comb += [nxt.count.eq(count), nxt.last.eq(last)]
 

@@ -8,7 +8,7 @@ from ..config import HardwareConfig
 from .arbiter import RoundRobin
 from .geometry import MemoryGeometry, check_count, index_shape, quiet_on_error
 from .lane_ram import LaneRAM, organize
-from .lines import LineGenerator, LineLayout
+from .lines import LineGenerator, LineLayout, fixed_sel
 from .port import DebugSignature, MemoryPort, ResponseSignature
 
 __all__ = ["MemoryModel", "PIPELINE_LATENCY"]
@@ -23,6 +23,8 @@ PIPELINE_LATENCY = 4
 def _pick(values, index):
     """``values[index]`` for values of one width, as a case statement (padded with the last)."""
     values = list(values)
+    if all(v is values[0] for v in values):
+        return values[0]
     values += [values[-1]] * ((1 << len(index)) - len(values))
     return Array(values)[index]
 
@@ -48,9 +50,10 @@ class MemoryModel(wiring.Component):
         Initial contents from byte address 0 (missing bytes are zero).
     storage : {"amaranth", "verilog"}
         See :class:`~stepforge.hdl.memory.lane_ram.LaneRAM`.
-    read_ports, write_ports : sequence of (int, int, int)
-        The burst shape ``(count, rows, stride)`` of each read and each write client
-        (:class:`MemoryPort`).
+    read_ports, write_ports : sequence of (int, int, int) or (int, int, int, int)
+        The burst shape ``(count, rows, stride)`` of each read and each write client, with the
+        lane of its requests' first word appended when the client knows it
+        (:attr:`MemoryPort.shape`).
     word_bytes : int, optional
         See :meth:`MemoryGeometry.from_config`.
     count_bits, max_segments : int
@@ -104,10 +107,12 @@ class MemoryModel(wiring.Component):
         self.counter_bits = check_count("MemoryModel counter_bits", counter_bits)
         self._init_bytes = self._check_init(init, g)
         members = {}
-        for i, burst in enumerate(self.read_ports):
-            members[f"read{i}"] = In(MemoryPort(g, "read", burst))
-        for i, burst in enumerate(self.write_ports):
-            members[f"write{i}"] = In(MemoryPort(g, "write", burst))
+        for kind, shapes in (("read", self.read_ports), ("write", self.write_ports)):
+            for i, shape in enumerate(shapes):
+                if len(shape) not in (3, 4):
+                    raise ValueError(f"MemoryModel {kind}_ports[{i}] must be (count, rows, "
+                                     f"stride) or (count, rows, stride, start_lane), not {shape!r}")
+                members[f"{kind}{i}"] = In(MemoryPort(g, kind, shape[:3], *shape[3:]))
         members.update({
             "debug": In(DebugSignature(g)),
             "stall": In(1),
@@ -137,8 +142,8 @@ class MemoryModel(wiring.Component):
         """
         sigs = [c if isinstance(c, MemoryPort) else c.mem.signature for c in clients]
         return cls(config, size_bytes, init,
-                   read_ports=[s.burst for s in sigs if s.kind == "read"],
-                   write_ports=[s.burst for s in sigs if s.kind == "write"], **kwargs)
+                   read_ports=[s.shape for s in sigs if s.kind == "read"],
+                   write_ports=[s.shape for s in sigs if s.kind == "write"], **kwargs)
 
     @property
     def word_latency(self):
@@ -214,9 +219,22 @@ class MemoryModel(wiring.Component):
                      s_dbg_we.eq(dbg.we), s_dbg_re.eq(dbg.re & ~dbg.we),
                      s_dbg_lane.eq(dbg.addr[:g.lane_bits] if g.lane_bits else 0),
                      s_dbg_row.eq(dbg.addr[g.lane_bits:]), s_dbg_word.eq(dbg.wdata)]
+        # A client whose lines always route word k to the same lane (a fixed ``sel``,
+        # :func:`~stepforge.hdl.memory.lines.fixed_sel`) needs no crossbar: when every write
+        # client has one, ``s_wdata`` holds the words already in lane order and each lane takes
+        # its own word (one multiplexer by client instead of one by ``sel`` in every lane).
+        ports = [gen.port for gen in gens]
+        wsel = [fixed_sel(port) for port in ports[nr:]]
+        wfixed = bool(self.write) and all(sel is not None for sel in wsel)
         if self.write:
-            m.d.sync += s_data.eq(_pick([p.data.payload.as_value() for p in self.write],
-                                        (arb.index - nr)[:max(1, (len(self.write) - 1).bit_length())]))
+            windex = (arb.index - nr)[:max(1, (len(self.write) - 1).bit_length())]
+            if wfixed:
+                m.d.sync += [s_data[j].eq(_pick([p.data.payload[sel[j]] for p, sel
+                                                 in zip(self.write, wsel)], windex))
+                             for j in range(L)]
+            else:
+                m.d.sync += s_data.eq(_pick([p.data.payload.as_value() for p in self.write],
+                                            windex))
 
         rdata = []
         for j in range(L):
@@ -226,7 +244,8 @@ class MemoryModel(wiring.Component):
                 ram.addr.eq(Mux(s_dbg_we | s_dbg_re, s_dbg_row, s_line.rows[j])),
                 ram.we.eq((s_valid & s_write & s_line.use[j]) | (s_dbg_we & word_j)),
                 ram.wdata.eq(Mux(s_dbg_we, s_dbg_word,
-                                 _pick([s_data[i] for i in range(L)], s_line.sel[j]))),
+                                 s_data[j] if wfixed else _pick([s_data[i] for i in range(L)],
+                                                                s_line.sel[j]))),
             ]
             rdata.append(ram.rdata)
 
@@ -247,8 +266,15 @@ class MemoryModel(wiring.Component):
         m_valid, m_client, m_count, m_last = (meta[k] for k in ("valid", "client", "count", "last"))
         m_sel, m_dbg_re, m_dbg_lane = meta["sel"], meta["word_re"], meta["word_lane"]
         gathered = Signal(g.line_layout, name="m_line")
-        m.d.comb += [gathered[i].eq(Mux(i < m_count, _pick(rdata, m_sel[i]), 0))
-                     for i in range(L)]
+        # words past ``count`` are whatever lane their ``sel`` names: clients read only
+        # ``count`` words, so no masking logic (128 LUT4 for 4 lanes of 32 bits on ECP5); when
+        # every read client has a fixed ``sel``, word i comes from a lane chosen by the client
+        rsel = [fixed_sel(port) for port in ports[:nr]]
+        if rsel and all(sel is not None for sel in rsel):
+            m.d.comb += [gathered[i].eq(_pick([rdata[sel[i]] for sel in rsel], m_client))
+                         for i in range(L)]
+        else:
+            m.d.comb += [gathered[i].eq(_pick(rdata, m_sel[i])) for i in range(L)]
 
         # -- stage R (and the added latency): the response ---------------------------------------
         m_word = Signal(g.word_bits, name="m_word")

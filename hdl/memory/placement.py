@@ -118,11 +118,21 @@ class TensorPlacement:
         """The request ``(addr, count, rows, stride)`` that moves tile ``k``."""
         return (self.tile_addr(k), self.burst_words, self.burst_rows, self.burst_stride)
 
+    @property
+    def start_lane(self):
+        """The lane of every tile's first word, when all tiles start in one lane (both steps
+        between tiles a multiple of the lanes, or only one tile along a grid dimension), else
+        None."""
+        L = self.geometry.lanes
+        steps = [step for step, n in ((self.col_step, self.grid[1]), (self.row_step, self.grid[0]))
+                 if n > 1]
+        return self.base % L if all(step % L == 0 for step in steps) else None
+
     def port(self, kind):
         """The :class:`MemoryPort` (``"read"`` or ``"write"``) whose bursts move this tensor's
-        tiles."""
+        tiles (with its :attr:`start_lane`)."""
         return MemoryPort(self.geometry, kind, (self.burst_words, self.burst_rows,
-                                                self.burst_stride))
+                                                self.burst_stride), start_lane=self.start_lane)
 
     def request(self, m, port, addr):
         """Drive ``port.req.payload`` (comb) with the burst of the tile at word ``addr``."""

@@ -53,6 +53,11 @@ class MemoryPort(wiring.Signature):
     burst : (int, int, int)
         ``(count, rows, stride)``: ``count >= 1`` words per segment, ``rows >= 1`` segments,
         ``stride >= 0`` words between segment starts.
+    start_lane : int, optional
+        The lane of every request's first word (``addr % lanes``), when the client knows it
+        when the design is built (a tensor whose tiles all start in one lane,
+        :meth:`TensorPlacement.port`); the memory then routes this client's words with fixed
+        wiring instead of a crossbar. ``None``: any lane.
 
     Members
     -------
@@ -64,7 +69,7 @@ class MemoryPort(wiring.Signature):
         Write ports only: the burst's lines.
     """
 
-    def __init__(self, geometry, kind, burst):
+    def __init__(self, geometry, kind, burst, start_lane=None):
         if not isinstance(geometry, MemoryGeometry):
             raise TypeError(f"MemoryPort geometry must be a MemoryGeometry, not {geometry!r}")
         if kind not in ("read", "write"):
@@ -78,7 +83,12 @@ class MemoryPort(wiring.Signature):
         if max(count, rows) >= 1 << geometry.count_bits:
             raise ValueError(f"MemoryPort burst {burst!r} does not fit count_bits="
                              f"{geometry.count_bits}")
+        if start_lane is not None and (isinstance(start_lane, bool) or not isinstance(start_lane, int)
+                                       or not 0 <= start_lane < geometry.lanes):
+            raise ValueError(f"MemoryPort start_lane must be None or an int in 0..{geometry.lanes - 1}, "
+                             f"not {start_lane!r}")
         self.geometry, self.kind, self.burst = geometry, kind, burst
+        self.start_lane = start_lane
         members = {"req": Out(stream.Signature(geometry.request_layout))}
         if kind == "read":
             members["resp"] = In(ResponseSignature(geometry))
@@ -91,12 +101,19 @@ class MemoryPort(wiring.Signature):
         """Word counts of the lines of one burst (:meth:`MemoryGeometry.burst_lines`)."""
         return self.geometry.burst_lines(*self.burst)
 
+    @property
+    def shape(self):
+        """``burst``, with ``start_lane`` appended when it is known: an entry of
+        :class:`~stepforge.hdl.memory.MemoryModel`'s ``read_ports`` or ``write_ports``."""
+        return self.burst if self.start_lane is None else self.burst + (self.start_lane,)
+
     def __eq__(self, other):
         return (type(other) is MemoryPort and other.kind == self.kind
-                and other.geometry == self.geometry and other.burst == self.burst)
+                and other.geometry == self.geometry and other.shape == self.shape)
 
     def __hash__(self):
-        return hash((MemoryPort, self.kind, self.geometry, self.burst))
+        return hash((MemoryPort, self.kind, self.geometry, self.shape))
 
     def __repr__(self):
-        return f"MemoryPort({self.geometry!r}, {self.kind!r}, {self.burst!r})"
+        lane = "" if self.start_lane is None else f", start_lane={self.start_lane}"
+        return f"MemoryPort({self.geometry!r}, {self.kind!r}, {self.burst!r}{lane})"
