@@ -217,7 +217,9 @@ class ReplayEngine(wiring.Component):
         # -- stage 1: the memory's data is here; form the beat -------------------------------
         beat = Signal(out_layout, name="beat")
         m.d.comb += [
-            beat.data.eq(Mux(s1_mem, Value.cast(self.data_rd.data.data), 0)),
+            # the data field of a beat without data is ignored (semantics section 2): the block
+            # RAM's output goes straight into stage 2, no logic after its slow clock-to-out
+            beat.data.eq(Value.cast(self.data_rd.data.data)),
             beat.has_data.eq(s1_mem & self.data_rd.data.has_data),
             beat.last.eq(s1_last & s1_final),
         ]
