@@ -9,7 +9,13 @@ token loads nothing), multiplies, packs the column tiles back into rows and unpa
 (RetileStreamify). Reassemble gathers each token's expert outputs in token order and an Accum sums
 them. With **static tiling** (``-p tiling=static``) tokens are packed into padded tiles of
 ``rows`` (Reshape + RetileRow) and the padded rows are filtered after the matmul (the Reshape's
-padding flags), as in the paper's Listing 1.
+padding flags), as in the paper's Listing 1. With **bounded dynamic tiling** (``-p
+tiling=bounded``) an expert's tile closes when it holds ``rows`` tokens or at the end of the
+batch, whichever comes first: the Reshape's padding is filtered out *before* packing, so the
+last tile of each expert has a data-dependent row count (at most ``rows``) and nothing is
+padded; the weight is read once per tile, ``ceil(D_e / rows)`` times. With ``rows >= T`` it
+packs what ``dynamic`` packs, but the hardware is built for ``rows`` instead of ``T``, and an
+expert starts multiplying as soon as ``rows`` of its tokens have arrived.
 
 Both tilings run in hardware (``stepforge run examples/moe.py [-p tiling=static]``) on int16
 tokens and weights with int32 sums. Dynamic tiling multiplies tiles whose row count is
@@ -44,14 +50,22 @@ def program(T=10, D=8, N=16, E=2, k=1, n=4, tiling="dynamic", rows=4, dtype="int
         tokens = routed[e]
         if tiling == "dynamic":
             packed = Accum(retile_row, None, Promote(tokens), b=1)      # [1 if D_e > 0] of [D_e, D]
-        else:
+        elif tiling == "bounded":
+            padded = Reshape(tokens, rows, 0, pad=0, flags=True)        # [ceil(D_e/rows), rows]
+            kept = Filter(padded[0], padded[1], keep=False)             # the last chunk ragged
+            packed = Accum(retile_row, None, kept, b=1)                 # of [<= rows, D]
+        elif tiling == "static":
             padded = Reshape(tokens, rows, 0, pad=0, flags=True)        # [ceil(D_e/rows), rows]
             packed = Accum(retile_row, None, padded[0], b=1)            # of [rows, D]
+        else:
+            raise ValueError(f"moe: tiling must be 'dynamic', 'bounded' or 'static', not {tiling!r}")
         w = LinearOffChipLoad(Ws[e], (D, n), out_shape=(N // n,), stride=(1,), ref=packed)
         prod = Map(matmul, RepeatStatic(packed, N // n), w)           # [.., N/n] of [D_e, n]
         wide = Accum(retile_col, None, prod, b=1)                       # [..] of [D_e, N]
         if tiling == "dynamic":
             outs.append(RetileStreamify(wide, "row"))                   # [D_e] of [1, N]
+        elif tiling == "bounded":
+            outs.append(Flatten(RetileStreamify(wide, "row", b=1), 0, 1))   # [D_e] of [1, N]
         else:
             split = RetileStreamify(wide, "row", b=1)                   # [C_e, rows] of [1, N]
             kept = Filter(split, padded[1], keep=False)                 # padded rows dropped

@@ -1,0 +1,264 @@
+"""The paper's evaluation in RTL (issue 10): MoE dynamic vs static tiling, measured in Verilator.
+
+    python benchmarks/paper.py                  # sweep both layers (cached builds), table, plots
+    python benchmarks/paper.py --only mixtral   # one layer
+    python benchmarks/paper.py --table          # table and plots from the saved results only
+
+Each configuration of ``examples/moe.py`` (static tiles of ``rows``, dynamic tiling, bounded
+dynamic tiles of at most ``rows``) runs on a synthetic routing trace (``traces/paper_*.json``,
+``benchmarks/paper_traces.py``) in Verilator, bit-exact against the interpreter and NumPy, on
+:data:`MACHINE`. Per configuration it records:
+
+* **cycles**: the system's cycle counter, start to done;
+* **on-chip bytes** (``onchip``, what the Pareto frontier uses): what the run actually held, the
+  sum over every FIFO of its high-water mark (beats) times the largest payload that crossed it
+  (a dynamic tile counted at its actual rows, ``rows x cols x element bytes``; stop and row-count
+  fields not counted), plus the accumulator tile every Accum PCU holds, at the largest actual
+  size it reached. These programs have no PMU (hierarchical tiling does not apply to routed
+  streams, ``docs/tiling.md``; there is no Bufferize), so there is no allocator high-water mark;
+* **allocated bytes** (``alloc``): what the hardware is built with, the FIFOs' depth times their
+  beat width (stop and row fields included, dynamic tiles at their bound) plus the Accum
+  accumulators at their bound;
+* **paper-model bytes** (``model``): the paper's symbolic on-chip formula
+  (``compiler/metrics.py``) with the trace's symbols bound;
+* **off-chip bytes** read and written by the tensor operators (the memory's counters).
+
+The Pareto frontier is taken over the static configurations (cycles vs on-chip bytes) and every
+dynamic configuration gets the paper's Pareto Improvement Distance :func:`pid`.
+"""
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from stepforge.compiler.metrics import bind, metrics
+from stepforge.hdl.config import HardwareConfig
+from stepforge.loader import load, load_trace
+from stepforge.report import table
+from stepforge.sim.ref.interpreter import run
+from stepforge.sim.rtl import deadlock_report, error_report, run_rtl
+
+ROOT = Path(__file__).resolve().parent.parent
+MOE = ROOT / "examples" / "moe.py"
+TRACES = ROOT / "traces"
+OUT = ROOT / "docs" / "paper"
+
+#: The machine: the simulation preset with the off-chip bandwidth cut to 8 bytes per cycle, so
+#: that bytes per multiplier-cycle match the paper's evaluation machine's order of magnitude
+#: (Mixtral: 1,024 B/cycle for 8 experts x 3,200 multipliers = 0.04; here 8 B/cycle for 8 x 16
+#: = 0.06). With the preset's 64 B/cycle every configuration is compute-bound and static tiles
+#: never pay for reloading weights.
+MACHINE = HardwareConfig.sim().replace(mem_channels=1, mem_bytes_per_channel=8)
+
+#: Hidden sizes: a token is a [1, D] row, an expert a [D, N] weight in [D, n] column tiles.
+SHAPE = {"D": 4, "N": 4, "n": 4}
+
+#: layer -> (trace file, the paper's PID at batch 64, configurations (tiling, rows)).
+LAYERS = {
+    "mixtral": ("paper_mixtral_t64_e8_top2.json", 1.33,
+                [("static", 4), ("static", 16), ("bounded", 16), ("static", 64), ("dynamic", 64),
+                 ("static", 8), ("static", 32)]),
+    "qwen3": ("paper_qwen3_t64_e16_top1.json", 2.11,
+              [("static", 4), ("static", 16), ("bounded", 16), ("static", 64), ("dynamic", 64),
+               ("static", 8), ("static", 32)]),
+}
+
+
+def pareto(points):
+    """Indices of the points ``(cycles, bytes)`` that no other point dominates (as small or
+    smaller in both, smaller in one), sorted by cycles."""
+    front = []
+    for i, (c, m) in enumerate(points):
+        if not any((c2 <= c and m2 <= m) and (c2 < c or m2 < m) for c2, m2 in points):
+            front.append(i)
+    return sorted(front, key=lambda i: points[i])
+
+
+def pid(point, frontier):
+    """Pareto Improvement Distance of ``point = (cycles, bytes)`` from the baseline's Pareto
+    points: ``min over q of max(cycles(q) / cycles(p), bytes(q) / bytes(p))`` (the paper's
+    definition, ``step-paper-notes.md`` 4.2). Above 1 the point lies beyond the frontier: it
+    beats every baseline point by that factor in cycles or in memory."""
+    c, m = point
+    return min(max(cq / c, mq / m) for cq, mq in frontier)
+
+
+def onchip_bytes(hw, ref, csrs):
+    """``(used, allocated)`` on-chip bytes of a run (module docstring)."""
+    used = alloc = 0
+    for e in hw.edges:
+        width = e.layout.size // 8 if hasattr(e.layout, "size") else 0
+        alloc += e.depth * width
+        used += csrs[f"fifo.{e.name}.high_water"] * _largest(ref.edges.get(e.stream, []), width)
+    for u in hw.units:
+        if u.node.op == "Accum":
+            out = u.node.outputs[0]
+            width = next((e.layout.size // 8 for e in hw.edges if e.stream is out), 0)
+            alloc += width
+            used += _largest(ref.edges.get(out, []), width)
+    return used, alloc
+
+
+def _largest(tokens, width):
+    """Bytes of the largest data value among ``tokens`` (``width`` for values without a size)."""
+    sizes = [getattr(t, "nbytes", None) for t in tokens if type(t).__name__ != "Stop"]
+    sizes = [s for s in sizes if s is not None]
+    return max(sizes) if sizes else (width if tokens else 0)
+
+
+def measure(layer, tiling, rows, *, trace=None, seed=0, stall=False, config=MACHINE, shape=SHAPE):
+    """Run one configuration in Verilator; a dict of what it measured (``ok``: bit-exact)."""
+    trace = trace or load_trace(TRACES / LAYERS[layer][0])
+    pf = load(MOE)
+    params = dict(trace["params"], **shape, tiling=tiling, rows=rows)
+    program = pf.build(**params)
+    data = pf.data(program, seed=seed, trace=trace)
+    tensors, inputs = data["tensors"], data["inputs"]
+    t0 = time.perf_counter()
+    res = run_rtl(program, tensors, inputs, config=config, stall=stall, depths=flag_depths(program))
+    wall = time.perf_counter() - t0
+    if res.status != "done":
+        raise SystemExit(deadlock_report(res) if res.status == "deadlock" else error_report(res))
+    ref = run(res.hw.program, tensors=tensors, inputs=inputs, keep_edges=True)
+    want = pf.reference(program, tensors, inputs)["Y"]
+    ok = bool(np.array_equal(res.tensors["Y"], want) and np.array_equal(ref.tensors["Y"], want))
+    used, alloc = onchip_bytes(res.hw, ref, res.csrs)
+    m = metrics(res.hw.program).subs(bind(res.hw.program, ref.trace))
+    # the row symbol of an idle expert's tile is never bound: that tile never exists
+    onchip_model = m.onchip.subs({sym: 0 for sym in getattr(m.onchip, "free_symbols", ())})
+    return {"layer": layer, "tiling": tiling, "rows": rows, "ok": ok, "cycles": res.cycles,
+            "onchip": used, "alloc": alloc, "model": int(onchip_model),
+            "read": res.tensor_bytes_read, "written": res.tensor_bytes_written,
+            "model_read": int(m.offchip_read), "seconds": round(wall, 1),
+            "build_seconds": round(res.timings["compile"] + res.timings["build"], 1)}
+
+
+def flag_depths(program):
+    """Depth ``T + rows`` for static tiling's padding flags (Reshape -> Filter around the
+    expert). The lowering sizes that bypass for a balanced routing; with a skewed one the flags
+    of the hot expert's tokens pile up while Reassemble waits, in token order, for a token of
+    another expert that Partition cannot send: at batch 64 (Mixtral-like trace, rows 4) the
+    lowering's depth 14 deadlocks in Verilator and in the performance model."""
+    T = program.tensors["X"].shape[0]
+    return {node.outputs[1]: T + node.chunk for node in program.nodes
+            if type(node).__name__ == "Reshape" and len(node.outputs) == 2
+            and any(type(c).__name__ == "Filter" and c.inputs[1] is node.outputs[1]
+                    and c.inputs[0] is not node.outputs[0] for c in _consumers(program, node.outputs[1]))}
+
+
+def _consumers(program, stream):
+    return [n for n in program.nodes if any(s is stream for s in n.inputs)]
+
+
+def label(r):
+    return {"static": f"static {r['rows']}", "bounded": f"bounded {r['rows']}",
+            "dynamic": "dynamic"}[r["tiling"]]
+
+
+def summarize(layer, results, paper_pid, out=print):
+    """Print one layer's table, frontier, PIDs and ratios; return the figures."""
+    rs = [r for r in results if r["layer"] == layer]
+    static = [r for r in rs if r["tiling"] == "static"]
+    if not static:
+        return {}
+    figures = {}
+    for key, what in (("onchip", "on-chip bytes used"), ("alloc", "on-chip bytes allocated"),
+                      ("model", "paper-model on-chip bytes")):
+        pts = [(r["cycles"], r[key]) for r in static]
+        front = [pts[i] for i in pareto(pts)]
+        figures[key] = {label(r): pid((r["cycles"], r[key]), front)
+                        for r in rs if r["tiling"] != "static"}
+        figures[key + "_front"] = [label(static[i]) for i in pareto(pts)]
+    best = min(static, key=lambda r: (r["cycles"], r["onchip"]))
+    rows = []
+    for r in rs:
+        dyn = r["tiling"] != "static"
+        rows.append([label(r), "ok" if r["ok"] else "MISMATCH", r["cycles"], r["onchip"], r["alloc"],
+                     r["model"], r["read"], r["written"],
+                     "frontier" if label(r) in figures["onchip_front"] else "",
+                     f"{figures['onchip'][label(r)]:.2f}" if dyn else "",
+                     f"{best['cycles'] / r['cycles']:.2f}", f"{best['onchip'] / r['onchip']:.2f}"])
+    out(f"\n{layer}-like layer ({LAYERS[layer][0]}), D={SHAPE['D']} N={SHAPE['N']} n={SHAPE['n']}, "
+        f"{MACHINE.mem_bytes_per_cycle} B/cycle off chip; best static tile: {label(best)}")
+    out(table(rows, ["config", "check", "cycles", "on-chip B", "allocated B", "model B", "read B",
+                     "written B", "static Pareto", "PID", "speedup vs best", "memory ratio vs best"]))
+    for key, what in (("onchip", "on-chip bytes used"), ("alloc", "on-chip bytes allocated"),
+                      ("model", "paper-model on-chip bytes")):
+        pids = ", ".join(f"{k} {v:.2f}" for k, v in figures[key].items())
+        out(f"PID over {what}: {pids} (paper: {paper_pid}); frontier {figures[key + '_front']}")
+    return figures
+
+
+def plot(layer, results, path):
+    """A PNG of cycles vs on-chip bytes (used and allocated), the static frontier drawn; None
+    if matplotlib is missing."""
+    try:
+        import matplotlib          # optional: only the plots need it (the dev extra has it)
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    rs = [r for r in results if r["layer"] == layer]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ax, key, what in ((axes[0], "onchip", "on-chip bytes used (FIFO high water + accumulators)"),
+                          (axes[1], "alloc", "on-chip bytes allocated (FIFO depth x width)")):
+        static = [r for r in rs if r["tiling"] == "static"]
+        pts = [(r[key], r["cycles"]) for r in static]
+        front = sorted(pts[i] for i in pareto([(c, m) for m, c in pts]))
+        ax.step([m for m, _ in front], [c for _, c in front], where="post", color="grey",
+                label="static Pareto frontier")
+        for r in rs:
+            style = {"static": "o", "bounded": "s", "dynamic": "*"}[r["tiling"]]
+            ax.plot(r[key], r["cycles"], style, markersize=11 if style == "*" else 7,
+                    label=label(r))
+            ax.annotate(label(r), (r[key], r["cycles"]), fontsize=7, xytext=(4, 4),
+                        textcoords="offset points")
+        ax.set_xscale("log")
+        ax.set_xlabel(what)
+        ax.set_ylabel("cycles (Verilator)")
+        ax.grid(alpha=0.3)
+    axes[0].set_title(f"MoE {layer}-like, batch 64: dynamic vs static tiles (RTL)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", action="append", choices=sorted(LAYERS))
+    ap.add_argument("--table", action="store_true", help="no runs: the saved results only")
+    ap.add_argument("--results", type=Path, default=OUT / "moe_results.json")
+    ap.add_argument("--rerun", action="store_true", help="run again what the results hold")
+    args = ap.parse_args(argv)
+    layers = args.only or list(LAYERS)
+    results = json.loads(args.results.read_text()) if args.results.exists() else []
+    if not args.table:
+        for layer in layers:
+            for tiling, rows in LAYERS[layer][2]:
+                if not args.rerun and any((x["layer"], x["tiling"], x["rows"]) == (layer, tiling, rows)
+                                          for x in results):
+                    continue
+                print(f"[paper] {layer} {tiling} {rows} ...", flush=True)
+                r = measure(layer, tiling, rows)
+                print(f"[paper]   {r}", flush=True)
+                results = [x for x in results if (x["layer"], x["tiling"], x["rows"])
+                           != (layer, tiling, rows)] + [r]
+                args.results.parent.mkdir(parents=True, exist_ok=True)
+                args.results.write_text(json.dumps(results, indent=1) + "\n")
+    ok = all(r["ok"] for r in results)
+    for layer in layers:
+        summarize(layer, results, LAYERS[layer][1])
+        png = plot(layer, results, args.results.parent / f"moe_{layer}_pareto.png")
+        print(f"plot: {png}" if png else "plot: matplotlib is not installed (pip install matplotlib)")
+    print("\nPASS (every run bit-exact)" if ok else "\nFAIL: a run differs from the reference")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
