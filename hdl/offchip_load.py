@@ -12,14 +12,16 @@ Both units have the same back end, a *tile fetcher*:
 3. Response lines are written into the slot word by word; a slot whose words have all arrived is
    *full*. Lines arrive in request order, so slots fill in order.
 4. The output beat is the head tag, with the head slot's tile when the tag carries data, once
-   that slot is full; it moves into the output register (freeing its slot) when the register is
-   empty or being read. ``out.valid`` and ``out.payload`` are registers: the tile buffer's
-   read ends in the unit, not in the next unit's FIFO (GEMM's worst path on ECP5, 10 ns).
+   that slot is full and its registered read (not transparent to writes) holds the whole tile:
+   a tile whose last line arrives in cycle ``t`` can leave in cycle ``t + 2``. It moves into
+   the output register (freeing its slot) when the register is empty or being read.
+   ``out.valid`` and ``out.payload`` are registers: the tile buffer's read ends in the unit,
+   not in the next unit's FIFO (GEMM's worst path on ECP5, 10 ns).
 
 The memory never waits for a client, so a slot is reserved before its burst is issued; the
 buffer is therefore also the unit's latency cover. A tile holds its slot for about
-``mem_latency + 4 + lines`` cycles (the memory grants a burst's first line two cycles after it
-accepts the request), so the default ``buffer_tiles = mem_latency + 5`` sustains the
+``mem_latency + 5 + lines`` cycles (the memory grants a burst's first line two cycles after it
+accepts the request), so the default ``buffer_tiles = mem_latency + 6`` sustains the
 memory's rate: ``len(placement.tile_lines)`` cycles per tile (one line per cycle; lines pack as
 many tile rows as the lanes take without bank conflicts), and at most one tile per cycle at the
 output. The unit's on-chip storage is ``buffer_tiles x bytes(tile)`` (:attr:`onchip_bytes`; the
@@ -47,7 +49,7 @@ def _check_placement(placement, unit):
 
 def _default_buffer(placement, buffer_tiles, unit):
     if buffer_tiles is None:
-        return placement.geometry.latency + 5
+        return placement.geometry.latency + 6
     return check_int(unit, "buffer_tiles", buffer_tiles, 1)
 
 
@@ -120,9 +122,11 @@ class _TileFetcher(wiring.Component):
         # -- the tile buffer ------------------------------------------------------------------
         m.submodules.tilebuf = tilebuf = Memory(shape=unsigned(T * g.word_bits), depth=K, init=[])
         wr = tilebuf.write_port(granularity=g.word_bits)
-        # a registered read of the next head slot, transparent to the cycle's write: the head
-        # slot's words as they are now (block RAM on iCE40 instead of flip-flops)
-        rd = tilebuf.read_port(domain="sync", transparent_for=(wr,))
+        # a registered read of the next head slot (block RAM on iCE40 instead of flip-flops),
+        # not transparent to the cycle's write: a slot written in the cycle it was read is read
+        # again (``stale``) rather than bypassing the write data into the read register (a
+        # multiplexer per bit, 257 LUT4 for a 128-bit tile on ECP5)
+        rd = tilebuf.read_port(domain="sync")
         wr_slot = Signal(index_shape(K), name="wr_slot")
         wr_pos = Signal(range(T + 1), name="wr_pos")
         rd_slot = Signal(index_shape(K), name="rd_slot")
@@ -149,13 +153,18 @@ class _TileFetcher(wiring.Component):
                 m.d.sync += wr_pos.eq(wr_pos + resp.count)
 
         # -- output: the head beat moves into the output register -----------------------------
+        # ``head_full``: the head slot's tile has arrived (``full`` of ``rd_slot``, registered);
+        # ``stale``: the head slot was written in the cycle it was read, so ``rd.data`` is the
+        # word before that write and the slot is read again
+        head_full = Signal(name="head_full")
+        stale = Signal(name="stale")
         head = tags.o.payload
         avail = Signal(name="head_ready")
         move = Signal(name="move")
         out_valid = Signal(name="out_valid")
         out_beat = Signal.like(out.payload, name="out_beat")
         m.d.comb += [
-            avail.eq(tags.o.valid & (~head.has_data | full.bit_select(rd_slot, 1))),
+            avail.eq(tags.o.valid & (~head.has_data | (head_full & ~stale))),
             move.eq(avail & (~out_valid | out.ready)),
             tags.o.ready.eq(move),
             out.valid.eq(out_valid),
@@ -176,8 +185,11 @@ class _TileFetcher(wiring.Component):
         rd_next = Signal.like(rd_slot, name="rd_slot_next")
         m.d.comb += [rd_next.eq(Mux(freed, Mux(rd_slot == K - 1, 0, rd_slot + 1), rd_slot)),
                      rd.addr.eq(rd_next)]
-        m.d.sync += rd_slot.eq(rd_next)
-        m.d.sync += full.eq((full | set_full) & ~clr_full)
+        full_next = Signal(K, name="full_next")
+        m.d.comb += full_next.eq((full | set_full) & ~clr_full)
+        m.d.sync += [rd_slot.eq(rd_next), full.eq(full_next),
+                     head_full.eq(full_next.bit_select(rd_next, 1)),
+                     stale.eq(resp.valid & (wr_slot == rd_next))]
         m.d.sync += inflight.eq(inflight + alloc - freed)
         m.d.comb += self.busy.eq(cur_valid | (inflight != 0) | tags.o.valid | out_valid)
         return m
@@ -267,7 +279,7 @@ class LinearLoadUnit(wiring.Component):
     row_bound : int or Mapping, optional
         For a reference of dynamic tiles (:func:`~stepforge.contract.beat.element_layout`).
     buffer_tiles : int, optional
-        Slots of the tile buffer (default ``mem_latency + 5``).
+        Slots of the tile buffer (default ``mem_latency + 6``).
 
     Members
     -------
@@ -389,7 +401,7 @@ class RandomLoadUnit(wiring.Component):
     addr_rank : int
         Rank of the address stream (and of the output).
     buffer_tiles : int, optional
-        Slots of the tile buffer (default ``mem_latency + 5``).
+        Slots of the tile buffer (default ``mem_latency + 6``).
 
     Members
     -------

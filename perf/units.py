@@ -30,7 +30,7 @@ class Timing:
     once against the RTL (``docs/perf.md``, "Calibration")."""
     pcu_slack = 2           # the PCU's output register and its spare
     hold_slack = 1          # a held beat (Promote, Reshape, RepeatStatic, the FlatMap units)
-    load_ready = 1          # cycles from a tile's last line on the response bus to its beat
+    load_ready = 2          # cycles from a tile's last line on the response bus to its beat
     grant_delay = 2         # a request's first line is granted two cycles after it is accepted
     store_queue = 2         # tiles a store unit holds while their lines wait for the memory
     pmu_start = 3           # a buffer id accepted in t gives its first beat in t + 3

@@ -496,13 +496,13 @@ def test_store_streams_at_the_memory_rate(shape, lines):
 
 
 def test_default_buffer_covers_the_latency():
-    # 32 one-line tiles, latency 8: a tile holds its slot for about latency + 4 + lines cycles
+    # 32 one-line tiles, latency 8: a tile holds its slot for about latency + 5 + lines cycles
     # (request accepted, its line granted 2 cycles later, the data `latency` cycles after that,
-    # then out), so the default latency + 5 = 13 slots stream a tile per cycle (32 cycles from
-    # the first to the last output); one slot fewer loses 2 cycles, and 2 slots give a tile
-    # about every (latency + 5) / 2 cycles
+    # the slot read again once full, then out), so the default latency + 6 = 14 slots stream a
+    # tile per cycle (32 cycles from the first to the last output); one slot fewer loses 2
+    # cycles, and 2 slots give a tile about every (latency + 6) / 2 cycles
     cycles = {}
-    for buffer_tiles in (2, 12, None):
+    for buffer_tiles in (2, 13, None):
         cfg = HardwareConfig(tile_rows=2, tile_cols=4, dtype=int16, mem_channels=2,
                              mem_bytes_per_channel=8, mem_latency=8)
         pl = TensorPlacement(MemoryGeometry.from_config(cfg, 64), int16, (2, 4), (2, 4))
@@ -511,8 +511,8 @@ def test_default_buffer_covers_the_latency():
         mem = MemoryModel.for_clients(cfg, 64, [unit], bytes(64))
         run = simulate_with_memory(unit, mem, {}, {"out": beat_layout(Tile(int16, 2, 4), 1)})
         cycles[buffer_tiles] = run.cycles
-    assert cycles == {2: 197, 12: 34, None: 32}
-    assert unit.buffer_tiles == 8 + 5 and unit.onchip_bytes == (8 + 5) * 16
+    assert cycles == {2: 212, 13: 34, None: 32}
+    assert unit.buffer_tiles == 8 + 6 and unit.onchip_bytes == (8 + 6) * 16
 
 
 # -- structure -----------------------------------------------------------------------------------
