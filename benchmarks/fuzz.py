@@ -5,8 +5,10 @@ Runs ``stepforge fuzz`` (:func:`stepforge.fuzz.campaign.campaign`) on the seeds
 ``--seed .. --seed + --count - 1`` without and (``--stall``) with random stalls, then prints
 the runs per outcome, the operators drawn per family, and the median and total seconds of each
 phase per program (interpreter, compile to Verilog, Verilator build, simulation) from the
-campaign's ``runs.jsonl``. ``--summary DIR`` prints the same from an earlier campaign's folder
-(e.g. one run in the background with ``nice -n 10 stepforge fuzz ... -o DIR``) without running.
+campaign's ``runs.jsonl``, and the Verilator builds (runs whose build phase took over
+:data:`BUILT` seconds). ``--summary DIR [DIR ...]`` prints the same from earlier campaigns'
+folders (e.g. ones run side by side in the background with ``nice -n 10 stepforge fuzz ... -o
+DIR``) without running.
 
 Run: ``python benchmarks/fuzz.py --count 100 --seed 10000 --stall [-o DIR]``.
 """
@@ -24,6 +26,9 @@ from stepforge.fuzz.check import KINDS
 from stepforge.fuzz.command import add_arguments, run_command
 
 PHASES = ("interpret", "compile", "build", "simulate")
+#: A run's build phase longer than this many seconds built a simulator (taking one from the
+#: cache hashes the Verilog: hundredths of a second).
+BUILT = 1.0
 
 
 def families(seeds):
@@ -37,8 +42,15 @@ def families(seeds):
     return ops
 
 
-def summarize(folder):
-    runs = [json.loads(line) for line in (Path(folder) / "runs.jsonl").read_text().splitlines()]
+def summarize(*folders):
+    """Print a campaign's figures from the ``runs.jsonl`` of one folder or several (campaigns
+    over other seeds, e.g. run side by side; a run logged twice counts once)."""
+    runs = {}
+    for folder in folders:
+        for line in (Path(folder) / "runs.jsonl").read_text().splitlines():
+            r = json.loads(line)
+            runs.setdefault((r["seed"], r["data_seed"], r["stall"]), r)
+    runs = list(runs.values())
     seeds = sorted({r["seed"] for r in runs})
     kinds = Counter(r["kind"] for r in runs)
     stalls = Counter((r["stall"], r["kind"]) for r in runs)
@@ -56,6 +68,9 @@ def summarize(folder):
         print(f"  {phase:<10} {statistics.median(values):8.2f} {sum(values):10.0f}")
     total = sum(sum(r["seconds"].get(p, 0.0) for p in PHASES) for r in runs)
     print(f"  {'all':<10} {'':8} {total:10.0f}  ({total / len(seeds):.0f} s per program)")
+    built = sum(1 for r in runs if r["seconds"].get("build", 0.0) > BUILT)
+    print(f"\nVerilator builds: {built} (runs whose build took over {BUILT:.0f} s; the other "
+          f"{len(runs) - built} took theirs from the cache)")
     cycles = [r["cycles"] for r in runs if r["cycles"]]
     if cycles:
         print(f"\ncycles per run: median {statistics.median(cycles):.0f}, max {max(cycles)}")
@@ -66,10 +81,11 @@ def summarize(folder):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_arguments(parser)
-    parser.add_argument("--summary", metavar="DIR", help="summarize an earlier campaign's folder")
+    parser.add_argument("--summary", metavar="DIR", nargs="+",
+                        help="summarize earlier campaigns' folders (one or more)")
     args = parser.parse_args(argv)
     if args.summary:
-        summarize(args.summary)
+        summarize(*args.summary)
         return 0
     status = run_command(args)
     print()
