@@ -14,7 +14,8 @@ Verilog excluded on both sides, and Verilator's build): for Verilator the simula
 (start-up, preload, run, read-back; its in-simulator run alone is beside it); for the model the
 interpreter's run when some beats depend on the data (``needs_run``: routers' selectors,
 data-dependent shapes) plus :func:`~stepforge.perf.predict`. The model's time is the median of
-5 after a warm-up (one sample of each would be as fair, and noisier).
+5 after a warm-up, each after a garbage collection (the lowering's and the Verilog's garbage is
+not the model's; the Verilator side runs in a process of its own).
 
 The SwiGLU sweep is 15 points: tiles t = 4, 8, 16 (t > 4 is hierarchically tiled onto the 4x4
 hardware tile) at five shapes (B, H, I) around batch 16, small enough that every Verilator run
@@ -26,6 +27,7 @@ method's depths pinned through ``run_rtl(depths=...)``), bit-exact against the i
 """
 
 import argparse
+import gc
 import sys
 import time
 import warnings
@@ -80,6 +82,9 @@ def model(program, tensors, inputs, **lower_kw):
         hw = lower(program, **lower_kw)
 
     def once():
+        # the garbage of the lowering and of run_rtl's Verilog (the Verilator side runs in a
+        # process of its own) is collected first, as timeit would; what the run allocates counts
+        gc.collect()
         t0 = time.perf_counter()
         ref = run(hw.program, tensors=tensors, inputs=inputs, keep_edges=True) \
             if needs_run(hw) else None
