@@ -173,7 +173,7 @@ class _TileFetcher(wiring.Component):
         with m.If(~out_valid | out.ready):
             m.d.sync += [
                 out_valid.eq(avail),
-                out_beat.data.eq(Mux(head.has_data, rd.data, 0)),
+                out_beat.data.eq(rd.data),      # ignored when the beat has no data
                 out_beat.has_data.eq(head.has_data),
                 out_beat.stop.eq(head.stop),
                 out_beat.last.eq(head.last),
