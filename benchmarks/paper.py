@@ -63,7 +63,7 @@ SHAPE = {"D": 4, "N": 4, "n": 4}
 #: layer -> (trace file, the paper's PID at batch 64, configurations (tiling, rows)).
 LAYERS = {
     "mixtral": ("paper_mixtral_t64_e8_top2.json", 1.33,
-                [("static", 4), ("static", 16), ("bounded", 16), ("static", 64), ("dynamic", 64),
+                [("static", 4), ("dynamic", 64), ("static", 16), ("static", 64), ("bounded", 16),
                  ("static", 8), ("static", 32)]),
     "qwen3": ("paper_qwen3_t64_e16_top1.json", 2.11,
               [("static", 4), ("static", 16), ("bounded", 16), ("static", 64), ("dynamic", 64),
@@ -189,7 +189,7 @@ def summarize(layer, results, paper_pid, out=print):
                      f"{figures['onchip'][label(r)]:.2f}" if dyn else "",
                      f"{best['cycles'] / r['cycles']:.2f}", f"{best['onchip'] / r['onchip']:.2f}"])
     out(f"\n{layer}-like layer ({LAYERS[layer][0]}), D={SHAPE['D']} N={SHAPE['N']} n={SHAPE['n']}, "
-        f"{MACHINE.mem_bytes_per_cycle} B/cycle off chip; best static tile: {label(best)}")
+        f"{rs[0].get('bytes_per_cycle', 8)} B/cycle off chip; best static tile: {label(best)}")
     out(table(rows, ["config", "check", "cycles", "on-chip B", "allocated B", "model B", "read B",
                      "written B", "static Pareto", "PID", "speedup vs best static", "x less on-chip vs best"]))
     for key, what in (("onchip", "on-chip bytes used"), ("alloc", "on-chip bytes allocated"),
@@ -240,12 +240,16 @@ def main(argv=None):
     ap.add_argument("--table", action="store_true", help="no runs: the saved results only")
     ap.add_argument("--results", type=Path, default=OUT / "moe_results.json")
     ap.add_argument("--rerun", action="store_true", help="run again what the results hold")
+    ap.add_argument("--config", action="append", metavar="TILING:ROWS",
+                    help="only this configuration (e.g. dynamic:64); repeatable")
     args = ap.parse_args(argv)
     layers = args.only or list(LAYERS)
     results = json.loads(args.results.read_text()) if args.results.exists() else []
     if not args.table:
         for layer in layers:
             for tiling, rows in LAYERS[layer][2]:
+                if args.config and f"{tiling}:{rows}" not in args.config:
+                    continue
                 if not args.rerun and any((x["layer"], x["tiling"], x["rows"]) == (layer, tiling, rows)
                                           for x in results):
                     continue
