@@ -49,16 +49,19 @@ def grid(axes, base=None):
     return points
 
 
-def evaluate(path, params, *, level="perf", load=None, rtl=None, seed=0, trace=None,
+def evaluate(path, params, *, level="perf", load=None, rtl=None, fpga=None, seed=0, trace=None,
              config=None, fifo_sizing=None):
-    """One point: ``{**params, "cycles", "status", "seconds", ...}`` (runs on a worker)."""
+    """One point: ``{**params, "cycles", "status", "seconds", ...}`` (runs on a worker).
+
+    ``level="fpga"``: the model's cycles and ``fpga(program, name)``'s figures (a
+    place-and-route build of the point, ``name`` naming it: ``t4-B16``)."""
     t0 = time.perf_counter()
     pf = load(path)
     program = pf.build(**params)
     data = pf.data(program, seed=seed, trace=trace)
     tensors, inputs = data.get("tensors", {}), data.get("inputs", {})
     row = dict(params)
-    if level == "perf":
+    if level in ("perf", "fpga"):
         try:
             res, hw, _ = predict_program(program, tensors, inputs, config=config,
                                          fifo_sizing=fifo_sizing)
@@ -66,21 +69,28 @@ def evaluate(path, params, *, level="perf", load=None, rtl=None, seed=0, trace=N
                        model_seconds=round(res.seconds, 4), fifo_bits=hw.fifo_sizing["bits"])
         except Deadlock:
             row.update(cycles=None, status="deadlock")
+        if level == "fpga":
+            figures = fpga(program, "-".join(f"{k}{v}" for k, v in params.items()) or "default")
+            row.update(figures)
+            if not figures.get("fits", True):
+                row["status"] = "does not fit"
     elif level == "rtl":
         res = rtl(program, tensors, inputs, config=config)
         row.update(cycles=res.cycles, status=res.status,
                    simulate_seconds=round(res.timings.get("simulate", 0.0), 3),
                    build_seconds=round(res.timings.get("build", 0.0), 2))
     else:
-        raise ValueError(f"level must be 'perf' or 'rtl', not {level!r}")
+        raise ValueError(f"level must be 'perf', 'rtl' or 'fpga', not {level!r}")
     row["seconds"] = round(time.perf_counter() - t0, 3)
     return row
 
 
-def sweep(path, points, *, level="perf", load, rtl=None, workers=2, scheduler=None, seed=0,
-          trace=None, config=None, fifo_sizing=None, progress=print):
+def sweep(path, points, *, level="perf", load, rtl=None, fpga=None, workers=2, scheduler=None,
+          seed=0, trace=None, config=None, fifo_sizing=None, progress=print):
     """Run ``points`` (parameter dicts) of the program at ``path``; the rows in point order."""
-    kw = dict(level=level, load=load, rtl=rtl, seed=seed, trace=trace, config=config,
+    if level == "fpga" and fpga is None:
+        raise ValueError("sweep: level 'fpga' needs the fpga function (the front end's)")
+    kw = dict(level=level, load=load, rtl=rtl, fpga=fpga, seed=seed, trace=trace, config=config,
               fifo_sizing=fifo_sizing)
     path = str(Path(path).resolve())
     rows = [None] * len(points)

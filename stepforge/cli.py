@@ -10,14 +10,14 @@
 """
 
 import argparse
+import functools
 import json
 import sys
 from pathlib import Path
 
-from .boards import BuildError, build
+from .boards import BuildError
 from .compiler.dot import to_dot
 from .compiler.metrics import bind, metrics
-from .compiler.types import int8
 from .fuzz.command import add_arguments as fuzz_arguments, run_command as cmd_fuzz
 from .hdl.config import HardwareConfig
 from .loader import EXIT_CODES, exit_status, load, load_trace, parse_params
@@ -91,9 +91,15 @@ def cmd_sweep(args):
     from .perf.sweep import parse_grid, sweep, write_results  # deferred: Dask, SciPy
     from .sim.rtl import run_rtl  # deferred: Amaranth; the workers run it for --level rtl
     points = parse_grid(args.param, dict(_trace(args).get("params", {})) if _trace(args) else {})
-    rows = sweep(args.program, points, level=args.level, load=load, rtl=run_rtl,
+    fpga, config = None, _config(args)
+    if args.level == "fpga":
+        from .fpga import device_config, fpga_point  # deferred: Amaranth
+        config = device_config(args.device)
+        fpga = functools.partial(fpga_point, device=args.device, seeds=args.seeds,
+                                 out_dir=Path(f"{args.output}-builds").resolve())
+    rows = sweep(args.program, points, level=args.level, load=load, rtl=run_rtl, fpga=fpga,
                  workers=args.workers, scheduler=args.scheduler, seed=args.seed,
-                 trace=_trace(args), config=_config(args), fifo_sizing=args.fifo_sizing)
+                 trace=_trace(args), config=config, fifo_sizing=args.fifo_sizing)
     print(table([[r.get(k) for k in rows[0]] for r in rows], list(rows[0])))
     print("wrote " + ", ".join(map(str, write_results(rows, args.output))))
     return 0 if all(r.get("status") == "done" for r in rows) else 1
@@ -131,22 +137,12 @@ def cmd_build(args):
         return main_build(pf.build(**_params(args)), args.board, freq=args.freq,
                           out_dir=args.output or Path("build") / f"{pf.name}-{args.board}",
                           seeds=args.seeds, jobs=args.jobs)
-    from .sim.rtl import compile_program  # deferred: Amaranth, 0.5 s
+    from .fpga import build_program  # deferred: Amaranth, 0.5 s
     pf = load(args.program)
-    program = pf.build(**_params(args))
-    config = (HardwareConfig.ecp5_85f() if args.device == "ecp5-85f"
-              else HardwareConfig.ice40_up5k(int8))
-    hw, system, text = compile_program(program, config, target="board")
     out = Path(args.output or Path("build") / f"{pf.name}-{args.device}")
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "top.v").write_text(text)
-    freq = args.freq if args.freq is not None else config.clock_hz / 1e6
-    print(f"wrote {out}/top.v ({len(text.splitlines())} lines); target clock {freq:g} MHz"
-          + ("" if args.freq is not None else " (the preset's clock; --freq to change)"))
     try:
-        report = build(out / "top.v", args.device, out_dir=out, seeds=args.seeds,
-                       freq_mhz=freq, jobs=args.jobs, name=pf.name,
-                       storage_bits=hw.geometry.size_words * hw.geometry.word_bytes * 8)
+        report = build_program(pf.build(**_params(args)), args.device, out, seeds=args.seeds,
+                               jobs=args.jobs, freq_mhz=args.freq, name=pf.name)
     except BuildError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -225,7 +221,12 @@ def main(argv=None):
     z.set_defaults(fn=cmd_fuzz)
     w = add("sweep", cmd_sweep, "run a grid of parameters (-p KEY=V1,V2,...) through the model "
                                 "or Verilator on Dask; write a table and a plot")
-    w.add_argument("--level", choices=["perf", "rtl"], default="perf")
+    w.add_argument("--level", choices=["perf", "rtl", "fpga"], default="perf",
+                   help="perf: the model; rtl: Verilator; fpga: the model's cycles and a "
+                        "place-and-route build per point (--device, --seeds)")
+    w.add_argument("--device", choices=["ecp5-85f", "up5k"], default="ecp5-85f",
+                   help="--level fpga: the device (its preset replaces --config)")
+    w.add_argument("--seeds", type=int, default=1, help="--level fpga: place-and-route seeds")
     w.add_argument("--workers", type=int, default=2, help="local Dask workers (0: no Dask)")
     w.add_argument("--scheduler", metavar="ADDRESS", help="an existing Dask scheduler")
     w.add_argument("-o", "--output", default="sweep", help="output prefix (.csv, .json, .svg)")

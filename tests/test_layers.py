@@ -25,8 +25,8 @@ FOLDERS = {"compiler": "stepforge.compiler", "contract": "stepforge.contract", "
 
 LOWERING = ["stepforge.compiler.lower", "stepforge.compiler.lower_units"]
 INTERPRETER = ["stepforge.sim", "stepforge.sim.ref"]
-FRONT = ["stepforge.cli", "stepforge.runner", "stepforge.report", "stepforge.loader",
-         "stepforge.fuzz"]
+FRONT = ["stepforge.cli", "stepforge.fpga", "stepforge.runner", "stepforge.report",
+         "stepforge.loader", "stepforge.fuzz"]
 HARNESS_ONLY = ["stepforge.sim.rtl", "stepforge.cocotb_tests"]
 ABOVE_HARNESS = ["stepforge.boards"] + FRONT
 #: The modules of boards/ that run the FPGA tools on Verilog.

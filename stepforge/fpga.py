@@ -1,0 +1,70 @@
+"""A program built for an FPGA device: the board target's Verilog through the YoWASP flow.
+
+:func:`build_program` is what ``stepforge build PROGRAM --device D`` runs; :func:`fpga_point` is a
+sweep's ``--level fpga`` point (``stepforge sweep``, :mod:`stepforge.perf.sweep`): the same build,
+reduced to the figures of one row of the table.
+"""
+
+import warnings
+from pathlib import Path
+
+from amaranth.hdl import UnusedElaboratable
+
+from .boards import DoesNotFit, build
+from .compiler.types import int8
+from .hdl.config import HardwareConfig
+from .sim.rtl import compile_program
+
+__all__ = ["DEVICES", "device_config", "build_program", "fpga_point"]
+
+#: The devices ``stepforge build --device`` takes.
+DEVICES = ("ecp5-85f", "up5k")
+
+
+def device_config(device):
+    """The :class:`~stepforge.hdl.config.HardwareConfig` preset of ``device``."""
+    if device == "ecp5-85f":
+        return HardwareConfig.ecp5_85f()
+    if device == "up5k":
+        return HardwareConfig.ice40_up5k(int8)
+    raise ValueError(f"device must be one of {', '.join(DEVICES)}, not {device!r}")
+
+
+def build_program(program, device, out_dir, *, seeds=3, jobs=2, freq_mhz=None, name=None,
+                  progress=print, pack=True):
+    """Compile ``program`` for ``device`` (board target) and build it in ``out_dir``.
+
+    Returns the :class:`~stepforge.boards.BuildReport`; raises
+    :class:`~stepforge.boards.BuildError` (:class:`~stepforge.boards.DoesNotFit` when a resource
+    runs out). ``freq_mhz`` defaults to the device preset's clock; ``progress`` gets the lines of
+    progress (None: silence); ``pack=False`` skips the bitstream.
+    """
+    config = device_config(device)
+    hw, system, text = compile_program(program, config, target="board")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "top.v").write_text(text)
+    freq = freq_mhz if freq_mhz is not None else config.clock_hz / 1e6
+    say = progress or (lambda line: None)
+    say(f"wrote {out}/top.v ({len(text.splitlines())} lines); target clock {freq:g} MHz"
+             + ("" if freq_mhz is not None else " (the preset's clock; --freq to change)"))
+    return build(out / "top.v", device, out_dir=out, seeds=seeds, freq_mhz=freq, jobs=jobs,
+                 name=name or program.name, progress=progress, pack=pack,
+                 storage_bits=hw.geometry.size_words * hw.geometry.word_bytes * 8)
+
+
+def fpga_point(program, point="default", *, device, out_dir, seeds=1):
+    """One sweep point at ``--level fpga``, built in ``out_dir/point``: the build's figures as a
+    dict (``fmax_mhz``, each resource of the device by name, ``fits``), or ``fits=False`` and
+    what does not fit."""
+    # the sweep's model lowered this point only to time it; its units are never elaborated
+    # (this runs in a sweep's own process or worker)
+    warnings.filterwarnings("ignore", category=UnusedElaboratable)
+    try:
+        report = build_program(program, device, Path(out_dir) / point, seeds=seeds, jobs=1,
+                               progress=None, pack=False)
+    except DoesNotFit as e:
+        return {"fits": False, "fpga_error": str(e)}
+    row = {"fmax_mhz": round(report.fmax_mhz, 1), "fits": True}
+    row.update(report.design_totals())
+    return row
