@@ -127,7 +127,7 @@ class ReplayEngine(wiring.Component):
         s1_wstop = Signal(lw, name="s1_walk_stop")
         s2_v = Signal(name="s2_valid")
 
-        final = Signal(name="final")
+        final = Signal(name="final")        # e_cnt == 1, kept as a register beside the count
         credit = Signal(name="credit")
         rel_ok = Signal(name="release_ok")
         issue = Signal(name="issue")
@@ -136,7 +136,6 @@ class ReplayEngine(wiring.Component):
         used = Signal(range(4), name="places_used")
         m.d.sync += used.eq(used + issue - pop)
         m.d.comb += [
-            final.eq(e_cnt == 1),
             credit.eq((used != 3) | pop),
             rel_ok.eq(~(final & e_rel) | ~rel_pend | rel_taken),
             issue.eq(act & credit & rel_ok),
@@ -169,7 +168,8 @@ class ReplayEngine(wiring.Component):
         # -- issue: one read (or the stop-only beat) per cycle --------------------------------
         with m.If(issue):
             m.d.sync += [s1_v.eq(1), s1_mem.eq(e_replay), s1_final.eq(final), s1_L.eq(e_L),
-                         s1_last.eq(e_last), s1_wstop.eq(walk_stop), e_cnt.eq(e_cnt - 1)]
+                         s1_last.eq(e_last), s1_wstop.eq(walk_stop), e_cnt.eq(e_cnt - 1),
+                         final.eq(e_cnt == 2)]
             if bsize > 1:
                 with m.If(e_off == bsize - 1):
                     m.d.sync += e_off.eq(0)
@@ -211,7 +211,8 @@ class ReplayEngine(wiring.Component):
             else:
                 n_entries = self.desc_rd.data.len
             m.d.sync += [act.eq(1), e_replay.eq(c.replay), e_id.eq(c.id), e_blk.eq(c.id),
-                         e_off.eq(0), e_cnt.eq(Mux(c.replay, n_entries, 1)), e_L.eq(c.stop),
+                         e_off.eq(0), e_cnt.eq(Mux(c.replay, n_entries, 1)),
+                         final.eq(~c.replay | (n_entries == 1)), e_L.eq(c.stop),
                          e_last.eq(c.last), e_rel.eq(c.release)]
 
         # -- stage 1: the memory's data is here; form the beat -------------------------------
