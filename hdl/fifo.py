@@ -176,8 +176,12 @@ class StreamFIFO(wiring.Component):
                             r_en=Signal(name="queue_r_en"), r_rdy=Signal(name="queue_r_rdy"),
                             level=Signal(range(2), name="queue_level"))
         m.d.comb += [q.w_rdy.eq(~q.r_rdy), q.level.eq(q.r_rdy)]
+        # while empty the register follows the input (its data is unused until ``r_rdy``), so
+        # its enable is a register's output, not the push that depends on ``o.ready``
+        with m.If(~q.r_rdy):
+            m.d.sync += q.r_data.eq(q.w_data)
         with m.If(q.w_en & q.w_rdy):
-            m.d.sync += [q.r_data.eq(q.w_data), q.r_rdy.eq(1)]
+            m.d.sync += q.r_rdy.eq(1)
         with m.Elif(q.r_en):
             m.d.sync += q.r_rdy.eq(0)
         return q
