@@ -182,14 +182,22 @@ class _TileFetcher(wiring.Component):
         m.d.comb += freed.eq(move & head.has_data)
         with m.If(freed):
             m.d.comb += clr_full.eq(1 << rd_slot)
+        rd_after = Signal.like(rd_slot, name="rd_slot_after")   # the slot after the head
         rd_next = Signal.like(rd_slot, name="rd_slot_next")
-        m.d.comb += [rd_next.eq(Mux(freed, Mux(rd_slot == K - 1, 0, rd_slot + 1), rd_slot)),
+        m.d.comb += [rd_after.eq(Mux(rd_slot == K - 1, 0, rd_slot + 1)),
+                     rd_next.eq(Mux(freed, rd_after, rd_slot)),
                      rd.addr.eq(rd_next)]
-        full_next = Signal(K, name="full_next")
-        m.d.comb += full_next.eq((full | set_full) & ~clr_full)
-        m.d.sync += [rd_slot.eq(rd_next), full.eq(full_next),
-                     head_full.eq(full_next.bit_select(rd_next, 1)),
-                     stale.eq(resp.valid & (wr_slot == rd_next))]
+        m.d.sync += [rd_slot.eq(rd_next), full.eq((full | set_full) & ~clr_full)]
+        # the next head's flags, from both candidate slots (registers and the cycle's write);
+        # ``freed`` (which depends on ``out.ready``) only chooses between them
+        filled = Signal(K, name="filled")               # full after this cycle's writes
+        m.d.comb += filled.eq(full | set_full)
+        after_full = filled & ~(1 << rd_slot)           # the head slot is freed (for K = 1)
+        m.d.sync += [
+            head_full.eq(Mux(freed, after_full.bit_select(rd_after, 1),
+                             filled.bit_select(rd_slot, 1))),
+            stale.eq(resp.valid & Mux(freed, wr_slot == rd_after, wr_slot == rd_slot)),
+        ]
         m.d.sync += inflight.eq(inflight + alloc - freed)
         m.d.comb += self.busy.eq(cur_valid | (inflight != 0) | tags.o.valid | out_valid)
         return m
