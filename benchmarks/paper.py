@@ -227,7 +227,9 @@ def plot(layer, results, path):
         ax.set_xlabel(what)
         ax.set_ylabel("cycles (Verilator)")
         ax.grid(alpha=0.3)
-    axes[0].set_title(f"MoE {layer}-like, batch 64: dynamic vs static tiles (RTL)", fontsize=9)
+    bw = rs[0].get("bytes_per_cycle", 8) if rs else "?"
+    axes[0].set_title(f"MoE {layer}-like, batch 64, {bw} B/cycle: dynamic vs static tiles (RTL)",
+                      fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -263,7 +265,8 @@ def main(argv=None):
     ok = all(r["ok"] for r in results)
     for layer in layers:
         summarize(layer, results, LAYERS[layer][1])
-        png = plot(layer, results, args.results.parent / f"moe_{layer}_pareto.png")
+        bw = next((r.get("bytes_per_cycle", 8) for r in results if r["layer"] == layer), None)
+        png = plot(layer, results, args.results.parent / f"moe_{layer}_{bw}B_pareto.png")
         print(f"plot: {png}" if png else "plot: matplotlib is not installed (pip install matplotlib)")
     print("\nPASS (every run bit-exact)" if ok else "\nFAIL: a run differs from the reference")
     return 0 if ok else 1
