@@ -9,7 +9,8 @@ board's own design, bridge included, in Verilator behind a pseudo-terminal), the
 * the same run with a corrupted request, a dropped request byte and a dropped reply byte: each
   is retried and the results are still bit-exact; a link that corrupts every attempt raises
   instead of answering;
-* ``stepforge run ... --board icebreaker --port sim``.
+* ``stepforge run ... --board icebreaker --port sim`` (elementwise 8x8, and GEMV 256x256, issue 9's
+  command).
 """
 
 import random
@@ -154,3 +155,14 @@ def test_cli_run_on_the_simulated_board(capsys):
     assert code == 0, out
     assert "elementwise: done after" in out and "at the board's 12 MHz" in out
     assert "hardware vs interpreter: bit-exact" in out and out.rstrip().endswith("PASS")
+
+
+def test_cli_runs_gemv_on_the_simulated_icebreaker(capsys):
+    # issue 9's command: GEMV 256x256 in the iCEBreaker's own design (the build that fits the
+    # UP5K beside its host link), loaded, run and read back through the link
+    code = main(["run", "examples/gemv.py", "--board", "icebreaker", "--port", "sim"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "gemv: done after 16679 cycles on icebreaker" in out
+    assert "hardware vs interpreter: bit-exact" in out and ", 0 retried" in out
+    assert out.rstrip().endswith("PASS")
