@@ -31,6 +31,11 @@ most ``max_segments``).
   same burst returns them; the memory takes a line (``data.ready``) in the cycle it grants it. A
   write is visible to every read granted in a later cycle.
 
+A port may also declare the lane its requests' first word always sits in (``start_lane``,
+:attr:`TensorPlacement.start_lane`); when that fixes the lane of every word of its lines
+(:func:`fixed_sel`), the memory routes the client's words with fixed wiring instead of the lane
+crossbar (for writes when every write client is fixed, likewise for reads).
+
 ``req.ready`` comes from a register (a two-entry request queue per client), so a client may issue
 a burst every cycle. A burst's first line is offered to the arbiter two cycles after its request
 is accepted.
