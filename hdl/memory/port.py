@@ -83,10 +83,11 @@ class MemoryPort(wiring.Signature):
         if max(count, rows) >= 1 << geometry.count_bits:
             raise ValueError(f"MemoryPort burst {burst!r} does not fit count_bits="
                              f"{geometry.count_bits}")
-        if start_lane is not None and (isinstance(start_lane, bool) or not isinstance(start_lane, int)
+        if start_lane is not None and (isinstance(start_lane, bool)
+                                       or not isinstance(start_lane, int)
                                        or not 0 <= start_lane < geometry.lanes):
-            raise ValueError(f"MemoryPort start_lane must be None or an int in 0..{geometry.lanes - 1}, "
-                             f"not {start_lane!r}")
+            raise ValueError(f"MemoryPort start_lane must be None or an int in "
+                             f"0..{geometry.lanes - 1}, not {start_lane!r}")
         self.geometry, self.kind, self.burst = geometry, kind, burst
         self.start_lane = start_lane
         members = {"req": Out(stream.Signature(geometry.request_layout))}
