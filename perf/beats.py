@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..contract.tokens import Stop
+from .engine import filled
 
 __all__ = ["Beats", "beats_of", "shape_beats", "static_shape", "mapping_in", "mapping_out",
            "fit"]
@@ -94,8 +95,7 @@ def shape_beats(shape):
 def mapping_in(n, S):
     """Steps ``0..S-1`` consuming beats ``0..n-1`` spread evenly, each at its group's first
     step: an array of beat indices (-1: none)."""
-    idx = np.empty(S, dtype=np.int64)
-    idx.fill(-1)
+    idx = filled(S, -1)
     if n == 0 or S == 0:
         return idx
     first = (np.arange(n, dtype=np.int64) * S + n - 1) // n      # ceil(j * S / n)
@@ -105,8 +105,7 @@ def mapping_in(n, S):
 
 def mapping_out(n, S):
     """Steps producing beats ``0..n-1`` spread evenly, each at its group's last step."""
-    idx = np.empty(S, dtype=np.int64)
-    idx.fill(-1)
+    idx = filled(S, -1)
     if n == 0 or S == 0:
         return idx
     last = ((np.arange(n, dtype=np.int64) + 1) * S + n - 1) // n - 1
@@ -132,7 +131,6 @@ def fit(emits, n, S):
             return mapping_out(n, S)
         emits = emits.copy()
         emits[later[len(later) - (n - k):]] = True
-    idx = np.empty(S, dtype=np.int64)
-    idx.fill(-1)
+    idx = filled(S, -1)
     idx[emits] = np.arange(n)
     return idx
