@@ -104,12 +104,13 @@ def organize(family, width, depth):
         if banks == 1:
             candidates = [LaneOrganization(bits, min(rows, depth), 1)]
         else:
-            # the rows past the full banks in a last bank of any shape no deeper than the others
+            # the rows past the full banks (``tail``) in a last bank of any shape that holds them
+            # and is no deeper than the others
             tail = depth - (banks - 1) * rows
-            candidates = [LaneOrganization(bits, rows, banks, *(
-                () if (tb, tr) == (bits, rows) else (tb, tr)))
-                for tb, tr in ((min(b, width), min(r, tail)) for b, r in DP16KD_SHAPES
-                               if r <= rows and r >= tail or r == rows)]
+            candidates = [LaneOrganization(bits, rows, banks,
+                                           *(() if (tb, tail) == (bits, rows) else (tb, tail)))
+                          for tb in (min(b, width) for b, r in DP16KD_SHAPES
+                                     if tail <= r <= rows)]
         for org in candidates:
             cost = (org.blocks(width), org.banks)
             if best is None or cost < best[0]:
