@@ -168,9 +168,11 @@ class LineGenerator(wiring.Component):
         with m.Switch(index):
             for n, (p, c, d) in enumerate(lines):
                 with m.Case(n) if n < nl - 1 else m.Default():
-                    m.d.comb += [pattern.eq(p), count.eq(c), delta.eq(d), last.eq(n == nl - 1)]
+                    m.d.comb += [count.eq(c), delta.eq(d), last.eq(n == nl - 1)]
                     if fixed is not None:   # the line's lanes are known from its index
                         m.d.comb += lanes_of(fixed[n])
+                    else:                   # they follow from its pattern and first lane
+                        m.d.comb += pattern.eq(p)
 
         row = addr[lb:]
         if fixed is None:                   # from the lane of the line's first word
