@@ -23,9 +23,9 @@ class ReplayEngine(wiring.Component):
     the formed beat's register a second (no logic follows the block RAM's output in its
     cycle), in front of a three-entry output FIFO, entered only with room for the beat
     (``credit``). A command that releases its buffer raises a release request after its last
-    read, held until the arbiter takes it; a new command for a buffer this read side no longer holds raises
-    ``BAD_BUFFER``. With several read sides, once the controller has finished the engine sweeps
-    its pending bits and releases every buffer it never received.
+    read, held until the arbiter takes it; a new command for a buffer this read side no longer
+    holds raises ``BAD_BUFFER``. With several read sides, once the controller has finished the
+    engine sweeps its pending bits and releases every buffer it never received.
 
     Parameters
     ----------
