@@ -27,8 +27,7 @@ import traceback
 from pathlib import Path
 
 from stepforge.boards import BuildError, DoesNotFit, build
-from stepforge.compiler.types import int8
-from stepforge.hdl.config import HardwareConfig
+from stepforge.fpga import DEVICES, device_config
 from stepforge.loader import load, load_trace
 from stepforge.sim.rtl import compile_program, run_rtl
 
@@ -47,7 +46,6 @@ SMALL = {
     "swiglu": {"B": 8, "H": 8, "I": 8},
     "moe": {"T": 6},
 }
-DEVICES = ("ecp5-85f", "up5k")
 
 #: issue 8's hand-written int8 designs (inferred memories and multipliers)
 REFERENCE = {
@@ -56,10 +54,6 @@ REFERENCE = {
     ("gemv", "up5k"): {"cycles": 8237, "fmax": 76.0, "logic": 619, "ram": 5, "dsp": 8},
     ("matmul", "up5k"): {"cycles": 33294, "fmax": 92.0, "logic": 466, "ram": 16, "dsp": 8},
 }
-
-
-def config_for(device):
-    return HardwareConfig.ecp5_85f() if device == "ecp5-85f" else HardwareConfig.ice40_up5k(int8)
 
 
 def macs(name, program, params, trace):
@@ -96,7 +90,7 @@ def measure(name, params, device, args):
         params = {**trace.get("params", {}), **params}
     full = {**pf.params(), **params}
     program = pf.build(**params)
-    config = config_for(device)
+    config = device_config(device)
     row = {"name": name, "device": device, "params": params,
            "macs": macs(name, program, full, trace)}
     out = Path(args.out) / f"{name}-{device}"

@@ -15,7 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-from .boards import BuildError
+from .boards import DEVICES, BuildError
 from .compiler.dot import to_dot
 from .compiler.metrics import bind, metrics
 from .fuzz.command import add_arguments as fuzz_arguments, run_command as cmd_fuzz
@@ -202,7 +202,7 @@ def main(argv=None):
     b = add("build", cmd_build, "synthesize, place and route for an FPGA; report resources, "
                                 "Fmax and the worst paths")
     where = b.add_mutually_exclusive_group(required=True)
-    where.add_argument("--device", choices=["ecp5-85f", "up5k"])
+    where.add_argument("--device", choices=list(DEVICES))
     where.add_argument("--board", help="a board: icebreaker, ulx3s-85f, orangecrab-85f, "
                                        "tangnano9k (docs/boards.md)")
     b.add_argument("-o", "--output", help="build folder (default: build/PROGRAM-DEVICE)")
@@ -224,7 +224,7 @@ def main(argv=None):
     w.add_argument("--level", choices=["perf", "rtl", "fpga"], default="perf",
                    help="perf: the model; rtl: Verilator; fpga: the model's cycles and a "
                         "place-and-route build per point (--device, --seeds)")
-    w.add_argument("--device", choices=["ecp5-85f", "up5k"], default="ecp5-85f",
+    w.add_argument("--device", choices=list(DEVICES), default="ecp5-85f",
                    help="--level fpga: the device (its preset replaces --config)")
     w.add_argument("--seeds", type=int, default=1, help="--level fpga: place-and-route seeds")
     w.add_argument("--workers", type=int, default=2, help="local Dask workers (0: no Dask)")

@@ -10,15 +10,15 @@ from pathlib import Path
 
 from amaranth.hdl import UnusedElaboratable
 
-from .boards import DoesNotFit, build
+from .boards import DEVICES as BOARD_DEVICES, DoesNotFit, build
 from .compiler.types import int8
 from .hdl.config import HardwareConfig
 from .sim.rtl import compile_program
 
 __all__ = ["DEVICES", "device_config", "build_program", "fpga_point"]
 
-#: The devices ``stepforge build --device`` takes.
-DEVICES = ("ecp5-85f", "up5k")
+#: The devices ``stepforge build --device`` takes (:data:`stepforge.boards.DEVICES`).
+DEVICES = tuple(BOARD_DEVICES)
 
 
 def device_config(device):
