@@ -1,6 +1,6 @@
 """FIFO depths: the sizing rule, the linear program that replaces it, and the static deadlock check.
 
-Every stream of a lowered program becomes a FIFO. Two things decide how deep it must be
+Every stream of a lowered program becomes a FIFO. Three things decide how deep it must be
 (``docs/perf.md``, "FIFO sizing"):
 
 * **Rate.** A depth-1 StreamFIFO takes a beat only when it is empty, so a stream moves at most one
@@ -17,7 +17,14 @@ Every stream of a lowered program becomes a FIFO. Two things decide how deep it 
   and the join wait on each other forever. For full throughput a branch also covers the latency
   skew between the branches (the beats the fork sends while the slower branch's first beat is on
   its way).
+* **Routing.** When the fork is itself a data-dependent router (Partition, EagerMerge), its
+  branches may receive any split of its elements the bounds allow. The worst one holds a join
+  (Reassemble, in element order) on one element of a branch while every other element, up to
+  a branch's bound, goes to another branch: every path of a router's branch to the join must
+  hold the branch's whole stream, counted in its elements (a FIFO of ``r``-row tiles holds
+  ``r`` per entry; what the units keep counts too). :func:`routed_needs`.
 
+The fork never pushes more than a branch's whole stream into it, so no need exceeds that.
 The rule stepforge used first (``fifo_depth`` everywhere, ``fifo_depth + hold`` on each branch
 of a reconvergent fork) stays in :mod:`stepforge.compiler.lower` (``fifo_sizing="rule"``);
 :func:`lp_depths` minimises the total FIFO bits
@@ -42,7 +49,7 @@ from .ops.routing import Broadcast, EagerMerge, Partition, Reassemble
 from .ops.shape import Promote, RepeatStatic, Reshape
 
 __all__ = ["UnitTiming", "Need", "FifoPlan", "reconvergences", "lp_depths", "check_deadlocks",
-           "looks_ahead", "unit_timing", "chunk_beats", "downstream"]
+           "looks_ahead", "unit_timing", "chunk_beats", "downstream", "routed_needs"]
 
 
 @dataclass
@@ -88,7 +95,11 @@ def unit_timing(comp, node):
 @dataclass
 class Need:
     """One reconvergence: the FIFOs of ``path`` (streams from the fork's output ``branch`` to the
-    join) must hold ``beats`` (``expr`` at the bounds; ``full`` with the latency skew covered)."""
+    join) must hold ``beats`` (``expr`` at the bounds; ``full`` with the latency skew covered).
+
+    ``weights`` (stream -> elements of ``branch`` one beat of it carries), when given, counts
+    what the path holds in elements of ``branch`` instead of beats: a routed need
+    (:func:`routed_needs`), where a FIFO of tiles holds a tile's elements per entry."""
     fork: object
     join: object
     branch: object
@@ -98,6 +109,20 @@ class Need:
     full: int
     other: object
     why: str
+    weights: dict = None
+
+    def weight(self, stream):
+        """What one entry of ``stream``'s FIFO counts for: 1 beat, or its elements of ``branch``."""
+        return 1 if self.weights is None else self.weights[stream]
+
+    def holds(self, depths):
+        """What the path's FIFOs hold at ``depths``, in the need's unit."""
+        return sum(self.weight(s) * depths[s] for s in self.path)
+
+    @property
+    def unit(self):
+        """``"beats"``, or ``"elements of BRANCH"`` for a routed need."""
+        return "beats" if self.weights is None else f"elements of {self.branch.name}"
 
 
 @dataclass
@@ -136,29 +161,41 @@ def looks_ahead(node):
 
 
 _SELECTIVE = (Partition, Filter, EagerMerge)     # how many beats pass is data-dependent
+_EPS = 1e-6                                      # a routed need's weights are ratios of bounds
+
+
+def _whole(program, stream):
+    """Elements of ``stream`` at the bounds (0 when a symbol has no bound)."""
+    return program.symbols.bound(program.cardinality(stream)) or 0
+
+
+def _advance(node, hold, hexpr, last, whole=None, card=None):
+    """The hold after ``node`` of a walk that has ``hold`` (``hexpr``) before it and whose largest
+    single hold so far is ``last``: ``(hold, expr, last)``. With ``whole`` (the walk is behind a
+    data-dependent router) a hold of the node may take ``whole`` elements (``card``) to fill."""
+    h, hx = _hold(node)
+    if h and whole is not None and whole > h:
+        h, hx = whole, card
+    total, texpr = (hold, hexpr) if hold >= h else (h, hx)
+    if looks_ahead(node):
+        # it keeps one element until the next arrives: one more upstream hold
+        total, texpr = hold + max(last, 1), hexpr + max(last, 1)
+    return total, texpr, max(last, h)
 
 
 def _reach(program, stream, cons):
     """Nodes reachable from ``stream``, each with ``(hold after, hold before)`` (bounds), the
     hold before as an expression, and the paths (lists of streams) to it with their holds."""
-    sym = program.symbols
     card = program.cardinality(stream)
-    whole = sym.bound(card) or 0
+    whole = _whole(program, stream)
     out, paths = {}, {}
     stack = [(stream, 0, sympy.Integer(0), 0, False, [stream])]
     while stack:
         s, hold, hexpr, last, filtered, path = stack.pop()
         for node, _ in cons[s]:
-            h, hx = _hold(node)
-            if h and filtered:
-                # behind a data-dependent router a hold may take the fork's whole stream to fill
-                if whole > h:
-                    h, hx = whole, card
-            new_last = max(last, h)
-            total, texpr = (hold, hexpr) if hold >= h else (h, hx)
-            if looks_ahead(node):
-                # it keeps one element until the next arrives: one more upstream hold
-                total, texpr = hold + max(last, 1), hexpr + max(last, 1)
+            # behind a data-dependent router a hold may take the fork's whole stream to fill
+            total, texpr, new_last = _advance(node, hold, hexpr, last,
+                                              *((whole, card) if filtered else ()))
             f = filtered or isinstance(node, _SELECTIVE)
             seen = paths.setdefault(node, [])
             if len(seen) < 64:
@@ -186,7 +223,8 @@ def downstream(node, cons):
 
 
 def reconvergences(program, timing):
-    """Every :class:`Need` of the program: per fork, branch, first meeting node and path."""
+    """Every :class:`Need` of the program: per fork, branch, first meeting node and path, and
+    per path of a data-dependent router's branch its :func:`routed_needs`."""
     cons = program.consumers()
     needs = []
     for node in program.nodes:
@@ -196,11 +234,15 @@ def reconvergences(program, timing):
         buffer = timing(node).buffer
         for i, o in enumerate(node.outputs):
             mine, my_paths = reach[i]
+            # the fork never pushes more than the branch's whole stream into it
+            cap = _max_beats(program, o) - buffer
+            joins = set()
             for j, (other, other_paths) in enumerate(reach):
                 if i == j:
                     continue
                 meets = set(mine) & set(other)
                 later = set().union(*(downstream(m, cons) for m in meets)) if meets else set()
+                joins |= meets - later
                 for meet in sorted(meets - later, key=lambda n: n.name):
                     H, Hx = other[meet][1], other[meet][2]
                     C, Cx = chunk_beats(meet, [p for p, _, _ in other_paths[meet]])
@@ -211,16 +253,80 @@ def reconvergences(program, timing):
                     slow = max([_interval(p, meet, timing) for p, _, _ in other_paths[meet]]
                                + [_interval(p, meet, timing) for p, _, _ in my_paths[meet]])
                     for path, h, hx in my_paths[meet]:
-                        beats = H - h - buffer
+                        beats = min(H - h - buffer, cap)
                         full = beats + -(-max(skew - _path_latency(path, timing), 0) // slow)
                         # never more than the first rule's hold + 2, which runs at full rate
-                        full = min(full, max(H - h + 2, beats))
+                        full = min(full, max(H - h + 2, beats), cap)
                         if full <= 0:
                             continue
                         needs.append(Need(node, meet, o, path, max(beats, 0),
                                           sympy.simplify(Hx - hx), full, other_paths[meet][0][0],
                                           _why(node, o, meet, other_paths[meet][0][0], H, Hx)))
+            if isinstance(node, _SELECTIVE):
+                for meet in sorted(joins, key=lambda n: n.name):
+                    needs.extend(routed_needs(program, node, o, meet, my_paths[meet], timing))
     return needs
+
+
+def _max_beats(program, stream):
+    """Beats ``stream`` carries at the bounds, at the most: its elements (each absorbs the stop
+    after it), plus, when a dimension is symbolic, a stop-only beat per fibre that may be empty
+    and a bare ``Done`` (a large number when a symbol has no bound)."""
+    shape = stream.shape
+    if all(isinstance(d, int) for d in shape):
+        return max(math.prod(shape), 1)
+    fibres = program.symbols.bound(math.prod(shape[:-1]) if len(shape) > 1 else 1)
+    whole = program.symbols.bound(program.cardinality(stream))
+    if whole is None or fibres is None:
+        return 1 << 62
+    return whole + fibres + 1
+
+
+def _elements_per_beat(program, branch, stream):
+    """Elements of ``branch`` one beat of ``stream`` (downstream of it) carries, at the bounds:
+    a tile of ``r`` rows packed from ``r`` elements carries ``r``, a beat repeated ``k`` times
+    ``1 / k`` (1 when a bound is unknown)."""
+    whole, mine = _whole(program, branch), _whole(program, stream)
+    return whole / mine if whole and mine else 1
+
+
+def routed_needs(program, fork, branch, join, paths, timing):
+    """The :class:`Need` of every path of ``branch`` (an output of the data-dependent router
+    ``fork``) to ``join``, where the router's branches meet again: the whole stream.
+
+    The routing decides, element by element, which branch receives what, within the bounds the
+    program declares. The worst routing they allow sends one element to another branch first,
+    whose join waits for it (a Reassemble in element order, a padded static tile that closes only
+    after more elements of that branch or at the end) while everything else, up to ``branch``'s
+    bound, goes to ``branch``: the join takes nothing of it meanwhile, and the router sends the
+    other branch nothing more until ``branch`` has taken it all. So every path of ``branch`` to
+    ``join`` must hold its whole stream, in elements of ``branch``: its FIFOs (a FIFO of tiles
+    holds a tile's elements per entry) and what its units keep themselves (:func:`_kept`).
+    A balanced routing needs far less; the bounds are what the hardware is built for."""
+    whole = _whole(program, branch)
+    needs = []
+    for path, _, _ in paths:
+        weights = {s: _elements_per_beat(program, branch, s) for s in path}
+        own = math.floor(sum(_kept(prev, s, weights, timing) for prev, s in zip(path, path[1:]))
+                         + _EPS)
+        beats = whole - own
+        if not whole or beats <= 0:
+            continue
+        why = (f"{fork.name} routes by data: {branch.name} {fmt_shape(branch.shape)} may receive "
+               f"all of its {whole} elements (at the bounds) while {join.name} waits for an "
+               f"element of another branch, and the units on the way keep {own} of them")
+        needs.append(Need(fork, join, branch, path, beats, program.cardinality(branch) - own,
+                          beats, branch, why, weights))
+    return needs
+
+
+def _kept(prev, stream, weights, timing):
+    """Elements the unit between ``prev`` and ``stream`` (consecutive streams of a path) keeps
+    when its output is blocked, at the least: a reduction's fibre, a look-ahead's held beat, a
+    Broadcast's buffer per output; never a router's whole stream (a router may pass every beat)."""
+    node = stream.node
+    held = _hold(node)[0] + (1 if looks_ahead(node) else 0)
+    return held * weights[prev] + timing(node).buffer * weights[stream]
 
 
 def chunk_beats(join, paths):
@@ -304,7 +410,7 @@ def lp_depths(program, widths, timing, *, throughput=1.0, pinned=None, base=2):
     for n in needs:
         row = np.zeros(len(streams))
         for s in n.path:
-            row[index[s]] = 1
+            row[index[s]] = n.weight(s)
         rows.append(row)
         rhs.append(n.beats + math.ceil(throughput * (n.full - n.beats)))
     c = np.array([max(widths[s], 1) for s in streams], dtype=float)
@@ -316,32 +422,36 @@ def lp_depths(program, widths, timing, *, throughput=1.0, pinned=None, base=2):
         if depths[s] > lb[index[s]]:
             notes[s] = {"expr": f"{n.expr} + {max(r - n.beats, 0)} - {timing(n.fork).buffer}"
                         if throughput else f"{n.expr} - {timing(n.fork).buffer}",
-                        "why": n.why + f"; this path holds {r} beats"}
+                        "why": n.why + f"; this path holds {r} {n.unit}"}
     bits = int(sum(depths[s] * widths[s] for s in streams))
     return FifoPlan(depths, notes, needs, bits, time.perf_counter() - t0)
 
 
 def _solve(c, A, b, lb, ub):
-    """``min c.x`` over integers with ``A x >= b`` and ``lb <= x <= ub`` (``A`` of 0/1 rows).
+    """``min c.x`` over integers with ``A x >= b`` and ``lb <= x <= ub`` (``A`` of non-negative
+    rows: 1 per beat, or a FIFO entry's elements for a routed need).
 
     Constraints that share no variable with another are solved in closed form (the deficit on the
-    row's cheapest free variable: exact for one covering row); the rest, if any, by SciPy's HiGHS.
+    row's cheapest free variable per unit it covers: exact for one covering row); the rest, if
+    any, by SciPy's HiGHS.
     """
     x = lb.astype(float).copy()
+    b = b - _EPS            # weights are ratios of bounds: a sum may fall short by a rounding
     # a row that pinned depths keep from holding its beats is left to the static check
     reach = A @ np.where(np.isinf(ub), 1e18, ub) if len(b) else b
     A, b = A[reach >= b], b[reach >= b]
     if not len(b):
         return x
-    shared = (A.sum(axis=0) > 1)
-    coupled = np.array([bool((row.astype(bool) & shared).any()) for row in A])
+    used = A > 0
+    shared = used.sum(axis=0) > 1
+    coupled = np.array([bool((row & shared).any()) for row in used])
     for row, need in zip(A[~coupled], b[~coupled]):
         cols = np.nonzero(row)[0]
-        deficit = need - x[cols].sum()
+        deficit = need - row[cols] @ x[cols]
         free = [k for k in cols if ub[k] > x[k]]
         if deficit > 0 and free:
-            k = min(free, key=lambda k: c[k])
-            x[k] += min(deficit, ub[k] - x[k])
+            k = min(free, key=lambda k: c[k] / row[k])
+            x[k] += min(math.ceil(deficit / row[k]), ub[k] - x[k])
     if coupled.any():
         # deferred: SciPy takes about a second to import; only coupled constraints need it
         from scipy.optimize import Bounds, LinearConstraint, milp
@@ -360,13 +470,22 @@ def check_deadlocks(program, depths, timing, needs=None):
     beats (of which stream, of what shape and element) that would be stuck."""
     found = []
     for n in reconvergences(program, timing) if needs is None else needs:
-        have = sum(depths[s] for s in n.path)
-        if have >= n.beats:
+        have = n.holds(depths)
+        if have >= n.beats - _EPS:
             continue
-        fifos = ", ".join(f"{s.name} (depth {depths[s]})" for s in n.path)
+        have = math.floor(have + _EPS)
+        fifos = ", ".join(f"{s.name} (depth {depths[s]}{_per_entry(n, s)})" for s in n.path)
         buf = timing(n.fork).buffer
-        found.append(f"deadlock: {n.why}; the path {fifos} to {n.join.name} holds {have} beats"
-                     + (f" and {n.fork.name} {buf} more" if buf else "")
-                     + f": {n.beats - have} beats of {n.branch.name} {fmt_shape(n.branch.shape)} "
-                     f"of {n.branch.dtype!r} would be stuck")
+        found.append(f"deadlock: {n.why}; the path {fifos} to {n.join.name} holds {have} "
+                     f"{n.unit}" + (f" and {n.fork.name} {buf} more" if buf else "")
+                     + f": {n.beats - have} {n.unit.split(' of ')[0]} of {n.branch.name} "
+                     f"{fmt_shape(n.branch.shape)} of {n.branch.dtype!r} would be stuck")
     return found
+
+
+def _per_entry(need, stream):
+    """``", 4 elements an entry"`` when an entry of ``stream`` does not count for one."""
+    w = need.weight(stream)
+    if need.weights is None or w == 1:
+        return ""
+    return f", {w:.3g} elements an entry"
