@@ -1,4 +1,4 @@
-"""The paper's simplified mixture of experts (ASPLOS'26 Fig. 6/7, Listing 1), static or dynamic tiling.
+"""The paper's simplified mixture of experts (ASPLOS'26 Fig. 6/7, Listing 1), static or dynamic tiles.
 
 Each of ``T`` tokens (a ``[1, D]`` row) is routed to ``k`` of ``E`` experts by a multi-hot
 selector; every expert is one matmul with a ``[D, N]`` weight. Partition sends each token to its
@@ -27,54 +27,121 @@ multiplies only after all of its tokens have arrived, so it overlaps less: on
 468 cycles: the tokens' arrival, the hot expert's matmul and the gather run one after the other
 (``docs/paper.md``, "Why dynamic tiling is slower in RTL"); bounded tiles overlap them.
 ``-p dtype=fp32`` runs the float version in the reference interpreter against NumPy.
+
+**Configuration time-multiplexing** (``-p regions=R``, ``R`` dividing ``E``; static tiling; the
+paper's section 5.3, Fig. 11): the experts share ``R`` matmul regions, ``E / R`` consecutive
+experts each. A region's EagerMerge takes its experts' packed tiles in whatever order they
+are ready; its selector (which expert's tile arrived) drives an address generator and a
+RandomOffChipLoad of that expert's weight column tiles out of one stacked ``[E * D, N]``
+weight ``W``, one Map + Accum multiplies, and the same selector routes the rows back to their
+expert (Partition) after the padded rows are dropped (the padding flags follow the tiles by a
+Reassemble on that selector). Without ``regions`` every expert has its own region and its own
+``W{e}`` (the program above, unchanged); ``data`` gives the same values either way, so the
+results are identical. Dynamic and bounded tiles cannot be merged yet: EagerMerge takes inputs
+of one element type and inner shape, and each expert's dynamic tile has its own row count.
 """
 
 import numpy as np
 
-from stepforge import (Accum, Filter, Flatten, LinearOffChipLoad, LinearOffChipStore, Map,
-                       Partition, Program, Promote, Reassemble, RepeatStatic, Reshape,
-                       RetileStreamify, Select, Tile, fp32, int16, int32, matmul, retile_col,
-                       retile_row)
+from stepforge import (Accum, AddrGen, EagerMerge, Filter, Flatten, LinearOffChipLoad,
+                       LinearOffChipStore, Map, Partition, Program, Promote, RandomOffChipLoad,
+                       Reassemble, RepeatStatic, Reshape, RetileStreamify, Select, Tile, fp32,
+                       int16, int32, matmul, retile_col, retile_row)
 
 
-def program(T=10, D=8, N=16, E=2, k=1, n=4, tiling="dynamic", rows=4, dtype="int"):
+def program(T=10, D=8, N=16, E=2, k=1, n=4, tiling="dynamic", rows=4, dtype="int",
+            regions=None):
     p = Program("moe")
     xt, yt = (int16, int32) if dtype == "int" else (fp32, fp32)
+    if tiling not in ("dynamic", "bounded", "static"):
+        raise ValueError(f"moe: tiling must be 'dynamic', 'bounded' or 'static', not {tiling!r}")
+    if regions is not None and (not isinstance(regions, int) or isinstance(regions, bool)
+                                or regions < 1 or E % regions):
+        raise ValueError(f"moe: regions must be a positive int dividing E={E}, not {regions!r}")
+    if regions is not None and tiling != "static":
+        raise ValueError(f"moe: regions needs tiling='static', not {tiling!r}: EagerMerge takes "
+                         f"inputs of one element type and inner shape, and each expert's "
+                         f"{tiling} tiles have a row count symbol of their own")
     X = p.tensor("X", (T, D), xt)
-    Ws = [p.tensor(f"W{e}", (D, N), xt) for e in range(E)]
+    if regions is None:                                        # one matmul region per expert
+        Ws = [p.tensor(f"W{e}", (D, N), xt) for e in range(E)]
+    else:                                                      # E / regions experts per region
+        W = p.tensor("W", (E * D, N), xt)                      # expert e: rows e*D .. e*D+D-1
     Y = p.tensor("Y", (T, N), yt, role="output")
     sel = p.input("sel", [1, T], Select(E))                   # which experts each token visits
     x = LinearOffChipLoad(X, (1, D), out_shape=(T,), stride=(1,))   # [1, T] of [1, D]
     routed = Partition(x, sel, E, 0)                           # E streams [D_e] of [1, D]
-    outs = []
-    for e in range(E):
-        tokens = routed[e]
-        if tiling == "dynamic":
-            packed = Accum(retile_row, None, Promote(tokens), b=1)      # [1 if D_e > 0] of [D_e, D]
-        elif tiling == "bounded":
-            padded = Reshape(tokens, rows, 0, pad=0, flags=True)        # [ceil(D_e/rows), rows]
-            kept = Filter(padded[0], padded[1], keep=False)             # the last chunk ragged
-            packed = Accum(retile_row, None, kept, b=1)                 # of [<= rows, D]
-        elif tiling == "static":
-            padded = Reshape(tokens, rows, 0, pad=0, flags=True)        # [ceil(D_e/rows), rows]
-            packed = Accum(retile_row, None, padded[0], b=1)            # of [rows, D]
-        else:
-            raise ValueError(f"moe: tiling must be 'dynamic', 'bounded' or 'static', not {tiling!r}")
-        w = LinearOffChipLoad(Ws[e], (D, n), out_shape=(N // n,), stride=(1,), ref=packed)
-        prod = Map(matmul, RepeatStatic(packed, N // n), w)           # [.., N/n] of [D_e, n]
-        wide = Accum(retile_col, None, prod, b=1)                       # [..] of [D_e, N]
-        if tiling == "dynamic":
-            outs.append(RetileStreamify(wide, "row"))                   # [D_e] of [1, N]
-        elif tiling == "bounded":
-            outs.append(Flatten(RetileStreamify(wide, "row", b=1), 0, 1))   # [D_e] of [1, N]
-        else:
-            split = RetileStreamify(wide, "row", b=1)                   # [C_e, rows] of [1, N]
-            kept = Filter(split, padded[1], keep=False)                 # padded rows dropped
-            outs.append(Flatten(kept, 0, 1))                            # [D_e] of [1, N]
+    if regions is None:
+        outs = []
+        for e in range(E):
+            chunks, flags = _chunks(routed[e], tiling, rows)
+            packed = _pack(chunks)
+            w = LinearOffChipLoad(Ws[e], (D, n), out_shape=(N // n,), stride=(1,), ref=packed)
+            outs.append(_unpack(_matmul(packed, w, N // n), tiling, flags))
+    else:
+        per, outs = E // regions, []
+        chunks = [_chunks(routed[e], tiling, rows) for e in range(E)]   # (chunks, pad flags)
+        for r in range(regions):
+            padded, flags = zip(*chunks[r * per:(r + 1) * per])
+            outs += _region([_pack(c) for c in padded], flags, W, r * per, (D, n))
     gathered = Reassemble(outs, sel, 0)                          # [1, T, D_sel] of [1, N]
     y = Accum(lambda acc, r: acc + r, Tile(yt, 1, N), gathered, b=1)     # [1, T]
     LinearOffChipStore(y, Y)
     return p
+
+
+def _chunks(tokens, tiling, rows):
+    """An expert's tokens ``[D_e] of [1, D]`` grouped into the chunks of rows that become its
+    tiles, and the Reshape's padding flags (``None`` unless static tiling filters the padded
+    rows after the matmul)."""
+    if tiling == "dynamic":
+        return Promote(tokens), None                                 # [1 if D_e > 0, D_e]
+    padded = Reshape(tokens, rows, 0, pad=0, flags=True)            # [ceil(D_e/rows), rows]
+    if tiling == "bounded":
+        return Filter(padded[0], padded[1], keep=False), None       # the last chunk ragged
+    return padded[0], padded[1]
+
+
+def _pack(chunks):
+    """Each chunk of ``[1, D]`` rows packed into one tile (dynamic: ``[D_e, D]``; bounded: at
+    most ``[rows, D]``; static: ``[rows, D]``)."""
+    return Accum(retile_row, None, chunks, b=1)
+
+
+def _matmul(packed, w, cols):
+    """Each packed tile times the ``cols`` weight column tiles of ``w``, packed back into one
+    wide tile per packed tile: ``[..] of [rows, N]``."""
+    prod = Map(matmul, RepeatStatic(packed, cols), w)                # [.., N/n] of [rows, n]
+    return Accum(retile_col, None, prod, b=1)
+
+
+def _unpack(wide, tiling, flags):
+    """An expert's output tiles as its token rows ``[D_e] of [1, N]``, padded rows dropped."""
+    if tiling == "dynamic":
+        return RetileStreamify(wide, "row")                          # [D_e] of [1, N]
+    split = RetileStreamify(wide, "row", b=1)                       # [C_e, rows] of [1, N]
+    if tiling == "static":
+        split = Filter(split, flags, keep=False)                    # padded rows dropped
+    return Flatten(split, 0, 1)                                     # [D_e] of [1, N]
+
+
+def _region(tiles, flags, W, first, tile):
+    """One matmul region time-multiplexed between the experts ``first, first + 1, ..``.
+
+    EagerMerge takes the experts' packed ``tiles`` as they come; its selector (which expert's
+    tile arrived) drives the RandomOffChipLoad of that expert's weight column tiles (``tile =
+    (D, n)``) out of the stacked ``W`` and, after the matmul, routes the rows back to their
+    expert. The padding ``flags`` follow the tiles in the merge's order (Reassemble by the same
+    selector) and the padded rows are dropped in the region. Returns each expert's rows ``[D_e]
+    of [1, N]``.
+    """
+    cols = W.shape[1] // tile[1]
+    data, which = EagerMerge(list(tiles), 0)                     # [M] of [rows, D], [M]
+    addr = AddrGen(which, (1, cols), (0, 1), scale=cols, offset=first * cols)   # [M, cols]
+    split = RetileStreamify(_matmul(data, RandomOffChipLoad(addr, W, tile), cols), "row", b=1)
+    merged_flags = Reassemble(list(flags), which, 1, count=1)            # [M, 1, rows]
+    split = Filter(split, Flatten(merged_flags, 1, 2), keep=False)      # [M, <= rows]
+    return [Flatten(rows, 0, 1) for rows in Partition(split, which, len(tiles), 1)]
 
 
 def routing_masks(routing, T, E):
@@ -93,12 +160,30 @@ def routing_masks(routing, T, E):
     return masks
 
 
+def experts(program):
+    """The expert weights' tensors: ``{e: (tensor name, first row)}``, one ``W{e}`` per expert,
+    or the rows ``e * D ..`` of one ``W`` shared by the time-multiplexed regions."""
+    D = program.tensors["X"].shape[1]
+    if "W" in program.tensors:
+        return {e: ("W", e * D) for e in range(program.tensors["W"].shape[0] // D)}
+    return {e: (f"W{e}", 0) for e in range(sum(1 for name in program.tensors
+                                                if name.startswith("W")))}
+
+
+def expert_weight(program, tensors, e):
+    """Expert ``e``'s ``[D, N]`` weight out of ``tensors``."""
+    name, row = experts(program)[e]
+    return tensors[name][row:row + program.tensors["X"].shape[1]]
+
+
 def data(program, seed=0, k=None, trace=None):
     """Random tokens and weights; routing from ``trace["routing"]`` if given, else ``k``
-    distinct random experts per token."""
+    distinct random experts per token. The same seed gives the same values with and without
+    ``regions`` (the experts' weights stacked into ``W``)."""
     rng = np.random.default_rng(seed)
     T, D = program.tensors["X"].shape
-    E = sum(1 for name in program.tensors if name.startswith("W"))
+    N = program.tensors["Y"].shape[1]
+    E = len(experts(program))
     if trace is not None and "routing" in trace:
         sel = routing_masks(trace["routing"], T, E)
     else:
@@ -106,12 +191,14 @@ def data(program, seed=0, k=None, trace=None):
         sel = [sum(1 << int(e) for e in rng.choice(E, size=k, replace=False)) for _ in range(T)]
     if program.tensors["X"].dtype.is_float:
         tensors = {"X": rng.standard_normal((T, D)).astype(np.float32)}
-        for e in range(E):
-            tensors[f"W{e}"] = (rng.standard_normal(program.tensors[f"W{e}"].shape) * 0.1).astype(np.float32)
+        ws = [(rng.standard_normal((D, N)) * 0.1).astype(np.float32) for _ in range(E)]
     else:
         tensors = {"X": rng.integers(-100, 100, (T, D), dtype=np.int16)}
-        for e in range(E):
-            tensors[f"W{e}"] = rng.integers(-100, 100, program.tensors[f"W{e}"].shape, dtype=np.int16)
+        ws = [rng.integers(-100, 100, (D, N), dtype=np.int16) for _ in range(E)]
+    if "W" in program.tensors:
+        tensors["W"] = np.concatenate(ws)
+    else:
+        tensors.update({f"W{e}": w for e, w in enumerate(ws)})
     return {"tensors": tensors, "inputs": {"sel": [sel]}}
 
 
@@ -123,7 +210,7 @@ def reference(program, tensors, inputs):
     for t, mask in enumerate(sel):
         for e in range(mask.bit_length()):
             if mask >> e & 1:
-                y[t] += x[t] @ tensors[f"W{e}"].astype(x.dtype)
+                y[t] += x[t] @ expert_weight(program, tensors, e).astype(x.dtype)
     if exact:   # int32 sums wrap
         y = ((y + 2**31) % 2**32 - 2**31).astype(np.int32)
     return {"Y": y}
