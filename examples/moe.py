@@ -1,4 +1,4 @@
-"""The paper's simplified mixture of experts (ASPLOS'26 Fig. 6/7, Listing 1), static or dynamic tiles.
+"""The paper's simplified mixture of experts (ASPLOS'26 Fig. 6/7, Listing 1): static, dynamic tiles.
 
 Each of ``T`` tokens (a ``[1, D]`` row) is routed to ``k`` of ``E`` experts by a multi-hot
 selector; every expert is one matmul with a ``[D, N]`` weight. Partition sends each token to its
