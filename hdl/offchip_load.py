@@ -128,29 +128,39 @@ class _TileFetcher(wiring.Component):
         # multiplexer per bit, 257 LUT4 for a 128-bit tile on ECP5)
         rd = tilebuf.read_port(domain="sync")
         wr_slot = Signal(index_shape(K), name="wr_slot")
-        wr_pos = Signal(range(T + 1), name="wr_pos")
         rd_slot = Signal(index_shape(K), name="rd_slot")
         full = Signal(K, name="full")
         resp = mem.resp
-        # Word positions at which a line can start (prefix sums of the tile's line counts).
-        starts = {sum(p.tile_lines[:i]) for i in range(len(p.tile_lines))}
-        m.d.comb += wr.addr.eq(wr_slot)
+        # A tile's lines have static word counts (``placement.tile_lines``: the memory packs a
+        # burst the same way at every address), so the write side counts lines, not words: line
+        # ``k`` writes words ``start[k] ..`` from response words ``0 .. tile_lines[k] - 1``, and
+        # the tile is complete with its last line (a register says so; no adder of the response
+        # count on the way into the slot flags)
+        lines = p.tile_lines
+        starts = [sum(lines[:k]) for k in range(len(lines))]
+        wr_line = Signal(index_shape(len(lines)), name="wr_line")
+        wr_last = Signal(name="wr_last", init=len(lines) == 1)
+        completes = Signal(name="tile_complete")
+        m.d.comb += [wr.addr.eq(wr_slot), completes.eq(resp.valid & wr_last)]
         for t in range(T):
             word = Signal(g.word_bits, name=f"wword{t}")
             en = Signal(name=f"wen{t}")
-            for i in range(min(L, t + 1)):
-                if t - i in starts:
-                    with m.If(wr_pos == t - i):
-                        m.d.comb += [word.eq(resp.data[i]), en.eq(resp.valid & (i < resp.count))]
+            for k, (first, n) in enumerate(zip(starts, lines)):
+                if first <= t < first + n:
+                    with m.If(wr_line == k):
+                        m.d.comb += [word.eq(resp.data[t - first]), en.eq(resp.valid)]
             m.d.comb += [wr.data.word_select(t, g.word_bits).eq(word), wr.en[t].eq(en)]
         set_full = Signal(K, name="set_full")
         clr_full = Signal(K, name="clr_full")
-        with m.If(resp.valid):
-            with m.If(wr_pos + resp.count == T):
-                m.d.sync += [wr_pos.eq(0), wr_slot.eq(Mux(wr_slot == K - 1, 0, wr_slot + 1))]
-                m.d.comb += set_full.eq(1 << wr_slot)
-            with m.Else():
-                m.d.sync += wr_pos.eq(wr_pos + resp.count)
+        with m.If(completes):
+            m.d.comb += set_full.eq(1 << wr_slot)
+            m.d.sync += wr_slot.eq(Mux(wr_slot == K - 1, 0, wr_slot + 1))
+        if len(lines) > 1:
+            with m.If(resp.valid):
+                with m.If(wr_last):
+                    m.d.sync += [wr_line.eq(0), wr_last.eq(0)]
+                with m.Else():
+                    m.d.sync += [wr_line.eq(wr_line + 1), wr_last.eq(wr_line == len(lines) - 2)]
 
         # -- output: the head beat moves into the output register -----------------------------
         # ``head_full``: the head slot's tile has arrived (``full`` of ``rd_slot``, registered);
@@ -182,20 +192,24 @@ class _TileFetcher(wiring.Component):
         m.d.comb += freed.eq(move & head.has_data)
         with m.If(freed):
             m.d.comb += clr_full.eq(1 << rd_slot)
-        rd_after = Signal.like(rd_slot, name="rd_slot_after")   # the slot after the head
+        # the slot after the head is a register beside it (the wrap-around increment is not
+        # on the path from the head pointer into the tile buffer's read address)
+        rd_after = Signal.like(rd_slot, name="rd_slot_after", init=1 % K)
         rd_next = Signal.like(rd_slot, name="rd_slot_next")
-        m.d.comb += [rd_after.eq(Mux(rd_slot == K - 1, 0, rd_slot + 1)),
-                     rd_next.eq(Mux(freed, rd_after, rd_slot)),
+        m.d.comb += [rd_next.eq(Mux(freed, rd_after, rd_slot)),
                      rd.addr.eq(rd_next)]
         m.d.sync += [rd_slot.eq(rd_next), full.eq((full | set_full) & ~clr_full)]
-        # the next head's flags, from both candidate slots (registers and the cycle's write);
-        # ``freed`` (which depends on ``out.ready``) only chooses between them
-        filled = Signal(K, name="filled")               # full after this cycle's writes
-        m.d.comb += filled.eq(full | set_full)
-        after_full = filled & ~(1 << rd_slot)           # the head slot is freed (for K = 1)
+        with m.If(freed):
+            m.d.sync += rd_after.eq(Mux(rd_after == K - 1, 0, rd_after + 1))
+        # the next head's flags, from both candidate slots: each is its ``full`` bit (registers)
+        # or this cycle's completion into it; ``freed`` (which depends on ``out.ready``) only
+        # chooses between them. With one slot, a freed head leaves no full slot behind (the
+        # slot is not written before it is freed).
+        head_then = full.bit_select(rd_slot, 1) | (completes & (wr_slot == rd_slot))
+        after_then = (full.bit_select(rd_after, 1) | (completes & (wr_slot == rd_after))
+                      if K > 1 else 0)
         m.d.sync += [
-            head_full.eq(Mux(freed, after_full.bit_select(rd_after, 1),
-                             filled.bit_select(rd_slot, 1))),
+            head_full.eq(Mux(freed, after_then, head_then)),
             stale.eq(resp.valid & Mux(freed, wr_slot == rd_after, wr_slot == rd_slot)),
         ]
         m.d.sync += inflight.eq(inflight + alloc - freed)
