@@ -3,6 +3,7 @@
     python benchmarks/paper.py                  # sweep both layers (cached builds), table, plots
     python benchmarks/paper.py --only mixtral   # one layer
     python benchmarks/paper.py --table          # table and plots from the saved results only
+    python benchmarks/paper.py --tm             # configuration time-multiplexing sweep, table, plot
 
 Each configuration of ``examples/moe.py`` (static tiles of ``rows``, dynamic tiling, bounded
 dynamic tiles of at most ``rows``) runs on a synthetic routing trace (``traces/paper_*.json``,
@@ -25,6 +26,11 @@ dynamic tiles of at most ``rows``) runs on a synthetic routing trace (``traces/p
 
 The Pareto frontier is taken over the static configurations (cycles vs on-chip bytes) and every
 dynamic configuration gets the paper's Pareto Improvement Distance :func:`pid`.
+
+``--tm`` is the configuration time-multiplexing study (issue 10 item 3, section "Configuration
+time-multiplexing" below): the same layer with its experts sharing ``R`` matmul regions
+(``examples/moe.py -p regions=R``), the compute utilization :func:`compute_utilization` and the
+cycles against the program with one region per expert.
 """
 
 import argparse
@@ -113,16 +119,20 @@ def _largest(tokens, width):
     return max(sizes) if sizes else (width if tokens else 0)
 
 
-def measure(layer, tiling, rows, *, trace=None, seed=0, stall=False, config=MACHINE, shape=SHAPE):
-    """Run one configuration in Verilator; a dict of what it measured (``ok``: bit-exact)."""
+def measure(layer, tiling, rows, *, trace=None, seed=0, stall=False, config=MACHINE, shape=SHAPE,
+            regions=None):
+    """Run one configuration in Verilator (``regions``: that many time-multiplexed matmul
+    regions, ``None`` one per expert); a dict of what it measured (``ok``: bit-exact)."""
     trace = trace or load_trace(TRACES / LAYERS[layer][0])
     pf = load(MOE)
     params = dict(trace["params"], **shape, tiling=tiling, rows=rows)
+    if regions is not None:
+        params["regions"] = regions
     program = pf.build(**params)
     data = pf.data(program, seed=seed, trace=trace)
     tensors, inputs = data["tensors"], data["inputs"]
     t0 = time.perf_counter()
-    res = run_rtl(program, tensors, inputs, config=config, stall=stall, depths=flag_depths(program))
+    res = run_rtl(program, tensors, inputs, config=config, stall=stall)
     wall = time.perf_counter() - t0
     if res.status != "done":
         raise SystemExit(deadlock_report(res) if res.status == "deadlock" else error_report(res))
@@ -140,24 +150,8 @@ def measure(layer, tiling, rows, *, trace=None, seed=0, stall=False, config=MACH
             "onchip": used, "alloc": alloc, "model": int(onchip_model),
             "read": res.tensor_bytes_read, "written": res.tensor_bytes_written,
             "model_read": int(m.offchip_read), "seconds": round(wall, 1),
-            "build_seconds": round(res.timings["compile"] + res.timings["build"], 1)}
-
-
-def flag_depths(program):
-    """Depth ``T + rows`` for static tiling's padding flags (Reshape -> Filter around the
-    expert). The lowering sizes that bypass for a balanced routing; with a skewed one the flags
-    of the hot expert's tokens pile up while Reassemble waits, in token order, for a token of
-    another expert that Partition cannot send: at batch 64 (Mixtral-like trace, rows 4) the
-    lowering's depth 14 deadlocks in Verilator and in the performance model."""
-    T = program.tensors["X"].shape[0]
-    return {node.outputs[1]: T + node.chunk for node in program.nodes
-            if type(node).__name__ == "Reshape" and len(node.outputs) == 2
-            and any(type(c).__name__ == "Filter" and c.inputs[1] is node.outputs[1]
-                    and c.inputs[0] is not node.outputs[0] for c in _consumers(program, node.outputs[1]))}
-
-
-def _consumers(program, stream):
-    return [n for n in program.nodes if any(s is stream for s in n.inputs)]
+            "build_seconds": round(res.timings["compile"] + res.timings["build"], 1),
+            "regions": regions, **compute_utilization(res, ref)}
 
 
 def label(r):
@@ -236,6 +230,132 @@ def plot(layer, results, path):
     return path
 
 
+# --- Configuration time-multiplexing (issue 10 item 3) ---------------------------------------
+
+#: The sweep: the Mixtral-like layer in static tiles of 16 rows (its best static point above),
+#: its 8 experts on ``R`` matmul regions; ``None`` is the program without regions (one per
+#: expert, per-expert linear weight loads), the baseline of every ratio.
+TM_LAYER, TM_ROWS, TM_REGIONS = "mixtral", 16, (None, 8, 4, 2, 1)
+
+#: The paper's time-multiplexing figures (``step-paper-notes.md`` 4.3; Qwen3 at batch 64, 128
+#: experts on 128 .. 4 regions): compute utilization gain and the cycles it costs.
+TM_PAPER = {"static": (2.64, "< 1 %"), "dynamic": (2.51, "about 5 %")}
+
+
+def compute_utilization(res, ref):
+    """The compute utilization of a run, from its matmul PCUs (the Map units of ``matmul``).
+
+    * ``busy_util``: the PCUs' ``busy`` counters (cycles in which a PCU holds or works on a
+      beat: an input offered, a step in flight or a result waiting) summed, over ``regions x
+      cycles``;
+    * ``mac_util``: the cycles the multipliers need for the beats the PCUs multiplied, summed
+      over every beat of their outputs (``PCU.cycles(rows)``: ``ceil(rows x D x n /
+      multipliers)``, the PCU's initiation interval for that tile), over ``regions x cycles``.
+
+    ``regions`` is the number of matmul PCUs (``E`` without time-multiplexing); ``cycles`` the
+    system's cycle counter. ``busy_util`` counts the waits of a PCU that has a beat, so it is
+    the larger of the two.
+    """
+    units = [u for u in res.hw.units if u.node.op == "Map" and u.node.fn.name == "matmul"]
+    busy = sum(res.csrs[f"unit.{u.name}.busy"] for u in units)
+    mac = sum(u.component.cycles(t.shape[0]) for u in units
+              for t in ref.edges[u.node.outputs[0]] if type(t).__name__ != "Stop")
+    scale = len(units) * res.cycles
+    return {"matmul_pcus": len(units), "busy": busy, "mac_cycles": mac,
+            "busy_util": busy / scale, "mac_util": mac / scale}
+
+
+def tm_summarize(results, out=print):
+    """Print the time-multiplexing table against the program without regions; return the rows
+    as dicts (with ``busy_gain``, ``mac_gain`` and ``slowdown``)."""
+    rows, figures = [], []
+    for tiling in ("static", "dynamic"):
+        rs = [r for r in results if r["tiling"] == tiling]
+        base = next((r for r in rs if r["regions"] is None), None)
+        if base is None:
+            continue
+        for r in sorted(rs, key=lambda r: (r["regions"] is not None, -(r["regions"] or 0))):
+            f = dict(r, busy_gain=r["busy_util"] / base["busy_util"],
+                     mac_gain=r["mac_util"] / base["mac_util"],
+                     slowdown=r["cycles"] / base["cycles"] - 1)
+            figures.append(f)
+            experts = base["matmul_pcus"]
+            rows.append([tiling, "none" if r["regions"] is None else r["regions"],
+                         experts // r["matmul_pcus"], "ok" if r["ok"] else "MISMATCH",
+                         r["cycles"], f"{100 * f['slowdown']:+.2f} %", f"{r['busy_util']:.3f}",
+                         f"{f['busy_gain']:.2f}", f"{r['mac_util']:.3f}", f"{f['mac_gain']:.2f}",
+                         r["read"], r["alloc"]])
+    out(f"\nconfiguration time-multiplexing, {TM_LAYER}-like layer "
+        f"({LAYERS[TM_LAYER][0]}), static tiles of {TM_ROWS}, D={SHAPE['D']} N={SHAPE['N']} "
+        f"n={SHAPE['n']}, {results[0]['bytes_per_cycle'] if results else '?'} B/cycle off chip")
+    out(table(rows, ["tiling", "regions", "experts/region", "check", "cycles", "slowdown",
+                     "busy util", "busy gain", "MAC util", "MAC gain", "read B", "allocated B"]))
+    for tiling, (gain, cost) in TM_PAPER.items():
+        out(f"paper ({tiling} tiles, Qwen3 b64): compute utilization x{gain}, {cost} slower")
+    return figures
+
+
+def tm_plot(figures, path):
+    """A PNG of the utilization gain and the slowdown against experts per region, the paper's
+    gains drawn as lines; None if matplotlib is missing."""
+    try:
+        import matplotlib          # optional: only the plots need it (the dev extra has it)
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, (gain_ax, cost_ax) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for tiling in ("static", "dynamic"):
+        fs = [f for f in figures if f["tiling"] == tiling]
+        if not fs:
+            continue
+        experts = max(f["matmul_pcus"] for f in fs)
+        per = [experts // f["matmul_pcus"] for f in fs]
+        gain_ax.plot(per, [f["busy_gain"] for f in fs], "o-", label=f"{tiling}: busy counters")
+        gain_ax.plot(per, [f["mac_gain"] for f in fs], "s--", label=f"{tiling}: MAC cycles")
+        cost_ax.plot(per, [100 * f["slowdown"] for f in fs], "o-", label=tiling)
+        gain_ax.axhline(TM_PAPER[tiling][0], color="grey", linestyle=":",
+                        label=f"paper, {tiling} (Qwen3 b64)")
+    gain_ax.set_xscale("log", base=2)
+    cost_ax.set_xscale("log", base=2)
+    gain_ax.set_xlabel("experts per matmul region")
+    cost_ax.set_xlabel("experts per matmul region")
+    gain_ax.set_ylabel("compute utilization / without time-multiplexing")
+    cost_ax.set_ylabel("cycles vs without time-multiplexing (%)")
+    gain_ax.set_title(f"MoE {TM_LAYER}-like, static {TM_ROWS}: time-multiplexed experts (RTL)",
+                      fontsize=9)
+    for ax in (gain_ax, cost_ax):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def tm_main(args):
+    """The ``--tm`` sweep (cached per configuration in ``docs/paper/tm_results.json``), its
+    table and plot; 0 if every run is bit-exact."""
+    path = args.results.parent / "tm_results.json"
+    results = json.loads(path.read_text()) if path.exists() else []
+    if not args.table:
+        for regions in TM_REGIONS:
+            if not args.rerun and any(r["regions"] == regions for r in results):
+                continue
+            print(f"[paper] time-multiplexing: regions {regions} ...", flush=True)
+            r = measure(TM_LAYER, "static", TM_ROWS, regions=regions)
+            print(f"[paper]   {r}", flush=True)
+            results = [x for x in results if x["regions"] != regions] + [r]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(results, indent=1) + "\n")
+    figures = tm_summarize(results)
+    png = tm_plot(figures, path.parent / f"moe_{TM_LAYER}_tm.png")
+    print(f"plot: {png}" if png else "plot: matplotlib is not installed (pip install matplotlib)")
+    ok = all(r["ok"] for r in results)
+    print("\nPASS (every run bit-exact)" if ok else "\nFAIL: a run differs from the reference")
+    return 0 if ok else 1
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", action="append", choices=sorted(LAYERS))
@@ -244,7 +364,11 @@ def main(argv=None):
     ap.add_argument("--rerun", action="store_true", help="run again what the results hold")
     ap.add_argument("--config", action="append", metavar="TILING:ROWS",
                     help="only this configuration (e.g. dynamic:64); repeatable")
+    ap.add_argument("--tm", action="store_true",
+                    help="the configuration time-multiplexing sweep instead (issue 10 item 3)")
     args = ap.parse_args(argv)
+    if args.tm:
+        return tm_main(args)
     layers = args.only or list(LAYERS)
     results = json.loads(args.results.read_text()) if args.results.exists() else []
     if not args.table:
