@@ -118,7 +118,7 @@ class LoweringContext:
         self.tensor_base = tensor_base
         self.stream_base = stream_base
         self.parts = {}     # node -> Part, filled by builders of shared units
-        self.pitch = {}     # tensor name -> words per tensor row in memory
+        self.tensor_layout = {}  # tensor name -> {"pitch_words"} or {"tile_pitch_words", ...}
 
     def row_bound(self, elem_type):
         """``{rows expression: bound}`` for every dynamic tile inside ``elem_type`` (or None)."""
@@ -141,8 +141,10 @@ class LoweringContext:
         return beat_layout(stream.dtype, stream.rank, row_bound=self.row_bound(stream.dtype))
 
     def placement(self, tensor, tile):
+        lay = self.tensor_layout[tensor.name]
         return TensorPlacement(self.geometry, tensor.dtype, tensor.shape, tuple(tile),
-                               base=self.tensor_base[tensor.name], pitch=self.pitch[tensor.name])
+                               base=self.tensor_base[tensor.name], pitch=lay.get("pitch_words"),
+                               tile_pitch=lay.get("tile_pitch_words"))
 
 
 @dataclass
@@ -157,8 +159,11 @@ class HardwareGraph:
     units : list of UnitInstance
     edges : list of EdgeInstance
     tensors : dict of str to dict
-        ``{name: {"base", "bytes", "shape", "dtype", "role", "pitch_words", "row_words"}}``
-        (word addresses; row ``r`` of a tensor starts at ``base + r * pitch_words``).
+        ``{name: {"base", "bytes", "shape", "dtype", "role", "row_words", ...}}`` (word
+        addresses) and the tensor's layout (:func:`tensor_layouts`): ``"pitch_words"`` (row
+        ``r`` starts at ``base + r * pitch_words``) or ``"tile"``, ``"tile_row_words"`` and
+        ``"tile_pitch_words"`` (tile ``k`` starts at ``base + k * tile_pitch_words``, its rows
+        one after another); :func:`~stepforge.hdl.memory.word_addresses` maps either.
     streams_in, streams_out : dict of str to dict
         Host streams: ``{name: {"base", "words_per_beat", "max_beats", "rank", "elem"}}``.
     memory_bytes : int
@@ -313,6 +318,68 @@ def _check_size(program, config):
             f"elaborated: lower the bounds (or the sizes behind them), or use smaller tiles")
 
 
+
+#: A tile-major layout may pad each tile to whole lines by at most this many bytes in all (or
+#: by a quarter of the tensor, if that is more).
+TILE_PADDING_BYTES = 1024
+
+
+def tensor_layouts(program, word, lanes):
+    """How each tensor that off-chip operators move is laid out in memory, by name.
+
+    **Row-major** (``{"pitch_words": P}``): row ``r`` at ``base + r * P``. The pitch is padded
+    so that the rows of one tile fall in distinct lanes (one line per tile instead of one per
+    row) when a tile is narrower than the tensor.
+
+    **Tile-major** (``{"tile": [tr, tc], "tile_row_words": w, "tile_pitch_words": T}``): tile
+    ``k`` (row-major over the tile grid) at ``base + k * T``, its rows one after another, ``T``
+    the tile's words rounded up to whole lines. **Decision:** a tensor that every operator moves
+    in one tile shape is laid out by tiles when the row-major layout would start its tiles in
+    different lanes (so every response and write would pass the memory's lane crossbar) and the
+    padding costs at most :data:`TILE_PADDING_BYTES` or a quarter of the tensor: every tile then
+    starts in lane 0, and the memory wires the client's words to its lanes at build time. The
+    host loads and reads tensors through :func:`~stepforge.hdl.memory.word_addresses`, so the
+    layout is invisible to a program.
+    """
+    tiles = {}
+    for node in program.nodes:
+        tensor, tile = getattr(node, "tensor", None), getattr(node, "tile", None)
+        if tensor is None:
+            continue
+        if tile is None:
+            t = node.inputs[-1].dtype
+            tile = (t.rows, t.cols)
+        tiles.setdefault(tensor.name, (tensor, []))[1].append(tuple(tile))
+    layouts = {}
+    for name, (tensor, shapes) in tiles.items():
+        (rows, cols), (tr, tc) = tensor.shape, shapes[0]
+        natural = cols * tensor.dtype.nbytes // word
+        row_words = tc * tensor.dtype.nbytes // word
+        if tc == cols or tr * row_words > lanes:
+            pitch = natural
+        else:
+            pitch = natural + (row_words - natural) % lanes
+        grid = (rows // tr, cols // tc)
+        steps = [step for step, n in ((row_words, grid[1]), (tr * pitch, grid[0])) if n > 1]
+        tile_words = tr * row_words
+        tile_pitch = -(-tile_words // lanes) * lanes
+        padding = (tile_pitch - tile_words) * grid[0] * grid[1] * word
+        if (len(set(shapes)) == 1 and any(step % lanes for step in steps)
+                and padding <= max(TILE_PADDING_BYTES, tensor.nbytes // 4)):
+            layouts[name] = {"tile": [tr, tc], "tile_row_words": row_words,
+                             "tile_pitch_words": tile_pitch}
+        else:
+            layouts[name] = {"pitch_words": pitch}
+    return layouts
+
+
+def _layout_words(tensor, layout, word):
+    """Words a tensor spans in memory in ``layout`` (padding included)."""
+    if "tile_pitch_words" in layout:
+        tr, tc = layout["tile"]
+        return (tensor.shape[0] // tr) * (tensor.shape[1] // tc) * layout["tile_pitch_words"]
+    return tensor.shape[0] * layout["pitch_words"]
+
 def lower(program, config=None, *, depths=None, memory_slack_bytes=0, tiling="auto",
           fifo_sizing="lp", throughput=1.0, deadlock_check="warn"):
     """Lower ``program`` for ``config`` (default :meth:`HardwareConfig.sim`).
@@ -393,30 +460,14 @@ def lower(program, config=None, *, depths=None, memory_slack_bytes=0, tiling="au
         cursor += -(-words // lanes) * lanes
         return base
 
-    # Each tensor's row pitch: padded so that the rows of one tile fall in distinct lanes (one
-    # line per tile instead of one per row) when a tile is narrower than the tensor.
-    pitch = {}
-    for node in program.nodes:
-        tensor, tile = getattr(node, "tensor", None), getattr(node, "tile", None)
-        if tensor is None or tensor.name in pitch:
-            continue
-        if tile is None:
-            t = node.inputs[-1].dtype
-            tile = (t.rows, t.cols)
-        natural = tensor.shape[1] * tensor.dtype.nbytes // word
-        row_words = tile[1] * tensor.dtype.nbytes // word
-        if tile[1] == tensor.shape[1] or tile[0] * row_words > lanes:
-            pitch[tensor.name] = natural
-        else:
-            pitch[tensor.name] = natural + (row_words - natural) % lanes
+    layouts = tensor_layouts(program, word, lanes)
     tensor_base, tensors = {}, {}
     for t in program.tensors.values():
-        natural = t.shape[1] * t.dtype.nbytes // word
-        p_words = pitch.get(t.name, natural)
-        tensor_base[t.name] = take(t.shape[0] * p_words * word)
+        lay = layouts.get(t.name) or {"pitch_words": t.shape[1] * t.dtype.nbytes // word}
+        tensor_base[t.name] = take(_layout_words(t, lay, word) * word)
         tensors[t.name] = {"base": tensor_base[t.name], "bytes": t.nbytes, "shape": list(t.shape),
-                           "dtype": t.dtype.name, "role": t.role, "pitch_words": p_words,
-                           "row_words": natural}
+                           "dtype": t.dtype.name, "role": t.role,
+                           "row_words": t.shape[1] * t.dtype.nbytes // word, **lay}
     streams_in, streams_out, stream_base = {}, {}, {}
     for node in program.nodes:
         if isinstance(node, (Input, Output)):
@@ -442,7 +493,8 @@ def lower(program, config=None, *, depths=None, memory_slack_bytes=0, tiling="au
                             f"is elaborated: choose smaller sizes")
     geometry = MemoryGeometry.from_config(config, memory_bytes, word_bytes=word)
     lc = LoweringContext(program, config, geometry, tensor_base, stream_base)
-    lc.pitch = {name: info["pitch_words"] for name, info in tensors.items()}
+    lc.tensor_layout = {name: {k: info[k] for k in ("pitch_words", "tile_pitch_words") if k in info}
+                        for name, info in tensors.items()}
 
     units = []
     for node in program.nodes:

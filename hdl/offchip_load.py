@@ -9,8 +9,9 @@ Both units have the same back end, a *tile fetcher*:
    (:class:`~stepforge.hdl.memory.TensorPlacement`: one segment per tile row, a tensor row
    apart, or a single segment when the rows are contiguous). Its ``stop``/``last`` go into a tag
    FIFO.
-3. Response lines are written into the slot word by word; a slot whose words have all arrived is
-   *full*. Lines arrive in request order, so slots fill in order.
+3. Response lines are written into the slot line by line (a tile's lines have static word
+   counts, ``placement.tile_lines``); a slot whose last line has arrived is *full*. Lines arrive
+   in request order, so slots fill in order.
 4. The output beat is the head tag, with the head slot's tile when the tag carries data, once
    that slot is full and its registered read (not transparent to writes) holds the whole tile:
    a tile whose last line arrives in cycle ``t`` can leave in cycle ``t + 2``. It moves into

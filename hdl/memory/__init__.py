@@ -76,7 +76,7 @@ from .host import array_from_bytes, array_to_bytes, backdoor_read, backdoor_writ
 from .lane_ram import LaneOrganization, LaneRAM, lane_ram_verilog, organize
 from .lines import LineGenerator, LineLayout, line_tables, fixed_sel
 from .model import PIPELINE_LATENCY, MemoryModel
-from .placement import TensorPlacement
+from .placement import TensorPlacement, word_addresses
 from .port import DebugSignature, MemoryPort, ResponseSignature
 
 #: The lane storage module of the simulation target (zero-initialized); see
@@ -84,7 +84,7 @@ from .port import DebugSignature, MemoryPort, ResponseSignature
 LANE_RAM_VERILOG = lane_ram_verilog(zero_init=True)
 
 __all__ = ["MemoryGeometry", "MemoryPort", "ResponseSignature", "DebugSignature", "MemoryModel",
-           "TensorPlacement", "LineGenerator", "LineLayout", "RoundRobin", "LaneRAM",
+           "TensorPlacement", "word_addresses", "LineGenerator", "LineLayout", "RoundRobin", "LaneRAM",
            "LaneOrganization", "organize",
            "PIPELINE_LATENCY", "LANE_RAM_VERILOG", "lane_ram_verilog", "line_tables", "fixed_sel",
            "array_to_bytes", "array_from_bytes", "backdoor_read", "backdoor_write",

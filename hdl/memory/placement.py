@@ -1,23 +1,27 @@
 """Where a tensor lives in memory, and the burst that moves one of its tiles."""
 
+import numpy as np
 from amaranth.hdl import Value
 from amaranth.utils import ceil_log2
 
 from .geometry import MemoryGeometry, check_count
 from .port import MemoryPort
 
-__all__ = ["TensorPlacement"]
+__all__ = ["TensorPlacement", "word_addresses"]
 
 
 class TensorPlacement:
-    """Where a 2-D row-major tensor lives in memory, and the burst that moves one of its tiles.
+    """Where a 2-D tensor lives in memory, and the burst that moves one of its tiles.
 
-    The tensor starts at word address ``base``; element ``(r, c)`` is at byte
-    ``base * word_bytes + (r * cols + c) * bytes(dtype)``. Its ``tr x tc`` tiles are numbered
+    Row-major (the default): the tensor starts at word address ``base``; element ``(r, c)`` is at
+    byte ``base * word_bytes + r * pitch * word_bytes + c * bytes(dtype)``. Tile-major (with
+    ``tile_pitch``): tile ``k`` starts at word ``base + k * tile_pitch``, its rows one after
+    another (:func:`word_addresses` maps both). Its ``tr x tc`` tiles are numbered
     row-major over the tile grid (linear tile index ``k = i * (cols / tc) + j``, as in
     :mod:`stepforge.compiler.ops.offchip`). A tile moves as **one burst**: ``tr`` segments of
     ``tc * bytes(dtype)`` bytes (one per tile row), a tensor row apart, or a single segment of the
-    whole tile when its rows are contiguous (the tile spans the full tensor width, ``tc == cols``).
+    whole tile when its rows are contiguous (the tile spans the full tensor width, ``tc == cols``,
+    or the layout is tile-major).
     Either way exactly ``bytes(tile)`` bytes move per tile; :attr:`tile_lines` lists the words of
     each line of that burst (the memory's cycles per tile when it serves this client alone).
 
@@ -35,6 +39,10 @@ class TensorPlacement:
         Words from one tensor row to the next (default: the row's own words). A padded pitch
         with ``pitch % lanes == tile row words`` puts the rows of a tile in distinct memory lanes,
         so a tile moves in one line instead of one line per row (the lowering chooses it).
+    tile_pitch : int, optional
+        A tile-major layout: words from one tile to the next (at least the tile's words; a
+        multiple of the lanes starts every tile in one lane, :attr:`start_lane`). Excludes
+        ``pitch``.
 
     Raises
     ------
@@ -43,7 +51,7 @@ class TensorPlacement:
         tensor does not fit the memory.
     """
 
-    def __init__(self, geometry, dtype, shape, tile, base=0, pitch=None):
+    def __init__(self, geometry, dtype, shape, tile, base=0, pitch=None, tile_pitch=None):
         if not isinstance(geometry, MemoryGeometry):
             raise TypeError(f"TensorPlacement geometry must be a MemoryGeometry, not {geometry!r}")
         self.geometry, self.dtype = geometry, dtype
@@ -63,12 +71,20 @@ class TensorPlacement:
                                   or pitch < natural):
             raise ValueError(f"the pitch of a tensor row must be an int >= its {natural} words, "
                              f"not {pitch!r}")
+        self.grid = (rows // tr, cols // tc)
+        self.tile_words = tr * self.row_words
+        if tile_pitch is not None and (pitch is not None or isinstance(tile_pitch, bool)
+                                       or not isinstance(tile_pitch, int)
+                                       or tile_pitch < self.tile_words):
+            raise ValueError(f"the pitch of a tile-major layout must be an int >= the tile's "
+                             f"{self.tile_words} words, without a row pitch, not "
+                             f"tile_pitch={tile_pitch!r}, pitch={pitch!r}")
+        #: Words from one tile to the next in a tile-major layout (None: row-major).
+        self.tile_pitch = tile_pitch
         #: Words from one tensor row to the next in memory (the row's words, plus padding).
         self.pitch = natural if pitch is None else pitch
         self.tensor_row_words = self.pitch
-        self.grid = (rows // tr, cols // tc)
-        self.contiguous = tc == cols and self.pitch == natural
-        self.tile_words = tr * self.row_words
+        self.contiguous = tile_pitch is not None or (tc == cols and self.pitch == natural)
         #: The burst of one tile: segment length, segments, stride (words).
         if self.contiguous:
             self.burst_words, self.burst_rows, self.burst_stride = self.tile_words, 1, 0
@@ -79,9 +95,14 @@ class TensorPlacement:
         self.tile_lines = geometry.burst_lines(self.burst_words, self.burst_rows,
                                                self.burst_stride)
         #: Address step between horizontally / vertically adjacent tiles.
-        self.col_step = self.row_words
-        self.row_step = tr * self.tensor_row_words
-        self.words = rows * self.pitch
+        if tile_pitch is None:
+            self.col_step = self.row_words
+            self.row_step = tr * self.tensor_row_words
+            self.words = rows * self.pitch
+        else:
+            self.col_step = tile_pitch
+            self.row_step = self.grid[1] * tile_pitch
+            self.words = self.grid[0] * self.row_step
         if self.base + self.words > geometry.size_words:
             raise ValueError(f"tensor {self.shape} of {dtype!r} ({self.words} words at {self.base}) "
                              f"does not fit the memory's {geometry.size_words} words")
@@ -111,6 +132,8 @@ class TensorPlacement:
         """
         k = Value.cast(index)
         k = k[:max(1, ceil_log2(self.ntiles))]
+        if self.tile_pitch is not None:
+            return self.base + k * self.tile_pitch
         gc = self.grid[1]
         return self.base + (k // gc) * self.row_step + (k % gc) * self.col_step
 
@@ -142,6 +165,36 @@ class TensorPlacement:
         base = f", base={self.base}" if self.base else ""
         natural = self.shape[1] * self.dtype.nbytes // self.geometry.word_bytes
         pitch = f", pitch={self.pitch}" if self.pitch != natural else ""
+        if self.tile_pitch is not None:
+            pitch = f", tile_pitch={self.tile_pitch}"
         return (f"TensorPlacement({self.geometry!r}, {self.dtype!r}, {self.shape}, {self.tile}"
                 f"{base}{pitch})")
+
+
+def word_addresses(info):
+    """The word address of each word of a tensor, in row-major order of its words.
+
+    Parameters
+    ----------
+    info : Mapping
+        The tensor's entry in the lowering's tensor map: ``"base"``, ``"shape"``, ``"row_words"``
+        (words of one tensor row) and its layout, ``"pitch_words"`` (row-major) or ``"tile"``,
+        ``"tile_row_words"`` and ``"tile_pitch_words"`` (tile-major;
+        :func:`~stepforge.compiler.lower.tensor_layouts`).
+
+    Returns
+    -------
+    numpy.ndarray of int64
+        ``rows * row_words`` addresses; word ``c`` of tensor row ``r`` is entry
+        ``r * row_words + c``.
+    """
+    rows, n = info["shape"][0], info["row_words"]
+    r, c = np.meshgrid(np.arange(rows), np.arange(n), indexing="ij")
+    if "tile_pitch_words" in info:
+        tr, w = info["tile"][0], info["tile_row_words"]
+        tile = (r // tr) * (n // w) + c // w
+        addr = tile * info["tile_pitch_words"] + (r % tr) * w + c % w
+    else:
+        addr = r * info["pitch_words"] + c
+    return (info["base"] + addr).reshape(-1).astype(np.int64)
 

@@ -6,6 +6,8 @@ through Verilog and Verilator; :mod:`~stepforge.sim.rtl.verilator` builds and ca
 runs a system in Amaranth's simulator, and :mod:`~stepforge.sim.rtl.testbench` drives single units.
 """
 
-from .run import RTLResult, compile_program, deadlock_report, error_report, run_rtl, tensor_rows
+from .run import (RTLResult, compile_program, deadlock_report, error_report, run_rtl,
+                  tensor_regions, tensor_span, tensor_words)
 
-__all__ = ["RTLResult", "compile_program", "deadlock_report", "error_report", "run_rtl", "tensor_rows"]
+__all__ = ["RTLResult", "compile_program", "deadlock_report", "error_report", "run_rtl",
+           "tensor_regions", "tensor_span", "tensor_words"]

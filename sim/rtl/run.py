@@ -16,13 +16,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 
 from ...compiler.lower import lower
 from ...compiler.ops.io import Input, Output
 from ...contract.beat import pack_beat, unpack_beat
 from ...contract.tokens import from_beats, from_nested, to_beats
 from ...contract.values import to_value
-from ...hdl.memory import array_from_bytes, array_to_bytes, lane_ram_verilog
+from ...hdl.memory import array_from_bytes, array_to_bytes, lane_ram_verilog, word_addresses
 from ...hdl.platform import FamilyPlatform
 from ...hdl.system import System
 from ...hdl.unit import ErrorCode
@@ -31,6 +33,7 @@ from .separate import UnitLibrary, gc_paused
 from .shell import shell
 
 __all__ = ["RTLResult", "compile_program", "run_rtl", "job_regions", "decode_readback",
+           "tensor_regions", "tensor_span", "tensor_words",
            "deadlock_report", "error_report"]
 
 
@@ -114,12 +117,25 @@ def _bytes(words, word_bytes):
     return b"".join(int(w).to_bytes(word_bytes, "little") for w in words)
 
 
-def tensor_rows(info, words):
-    """``[[address, words], ...]``: a tensor's rows at its pitch (``words`` row-major, unpadded)."""
-    n, pitch = info["row_words"], info["pitch_words"]
-    if n == pitch:
-        return [[info["base"], words]]
-    return [[info["base"] + r * pitch, words[r * n:(r + 1) * n]] for r in range(len(words) // n)]
+def tensor_regions(info, words):
+    """``[[address, words], ...]``: a tensor's ``words`` (row-major, unpadded) at their
+    addresses in its layout (:func:`~stepforge.hdl.memory.word_addresses`), one region per run
+    of consecutive addresses (a row at its pitch, a tile-major tensor's whole span)."""
+    addr = word_addresses(info)
+    cuts = [0] + [int(k) + 1 for k in np.flatnonzero(np.diff(addr) != 1)] + [len(addr)]
+    return [[int(addr[a]), list(words[a:b])] for a, b in zip(cuts, cuts[1:])]
+
+
+def tensor_span(info):
+    """``(address, words)``: the memory a tensor spans, its padding included."""
+    addr = word_addresses(info)
+    return int(addr.min()), int(addr.max()) + 1 - int(addr.min())
+
+
+def tensor_words(info, span_words):
+    """A tensor's words in row-major order, picked from the words of :func:`tensor_span`."""
+    addr = word_addresses(info)
+    return [span_words[int(a)] for a in addr - addr.min()]
 
 
 def _pack_stream(layout, tokens, wpb, word_bits):
@@ -144,7 +160,7 @@ def job_regions(program, hw, tensors, inputs):
     """``(preload, readback)`` of a run of ``program`` (lowered to ``hw``).
 
     ``preload``: ``[[word address, [word, ...]], ...]``, the input tensors at their placements
-    (a row at a time at the pitch) and the host input streams packed as beats; ``readback``:
+    (a run of consecutive addresses at a time) and the host input streams packed as beats; ``readback``:
     ``{"tensor:NAME" or "stream:NAME": [word address, word count]}``, the outputs to read after
     the run. Shared by :func:`run_rtl` and the board driver (``stepforge.boards.host``).
     """
@@ -155,9 +171,9 @@ def job_regions(program, hw, tensors, inputs):
         t = program.tensors[name]
         if t.role in ("input", "inout"):
             words = _words(array_to_bytes(tensors[name], t.dtype), g.word_bytes)
-            preload += tensor_rows(info, words)
+            preload += tensor_regions(info, words)
         if t.role in ("output", "inout"):
-            readback[f"tensor:{name}"] = [info["base"], t.shape[0] * info["pitch_words"]]
+            readback[f"tensor:{name}"] = list(tensor_span(info))
     for node in program.nodes:
         if isinstance(node, Input):
             s = node.outputs[0]
@@ -183,9 +199,7 @@ def decode_readback(program, hw, readback, csrs):
         if kind == "tensor":
             t = program.tensors[name]
             info = hw.tensors[name]
-            rows = [words[r * info["pitch_words"]:r * info["pitch_words"] + info["row_words"]]
-                    for r in range(t.shape[0])]
-            out_tensors[name] = array_from_bytes(_bytes([w for row in rows for w in row], g.word_bytes),
+            out_tensors[name] = array_from_bytes(_bytes(tensor_words(info, words), g.word_bytes),
                                                  t.shape, t.dtype)
         else:
             node = program.node(name)

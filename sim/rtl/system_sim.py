@@ -18,7 +18,7 @@ from ...contract.tokens import from_beats, from_nested, is_stop
 from ...contract.values import to_value, values_equal
 from ...hdl.memory import array_from_bytes, array_to_bytes, backdoor_read, backdoor_write
 from ...hdl.system import System
-from .run import _pack_stream, _unpack_stream, tensor_rows
+from .run import _pack_stream, _unpack_stream, tensor_regions, tensor_span, tensor_words
 
 __all__ = ["SystemRun", "simulate_system", "first_divergence"]
 
@@ -54,7 +54,7 @@ def simulate_system(program, tensors=None, inputs=None, *, config=None, depths=N
                 buf = array_to_bytes(tensors[name], t.dtype)
                 words = [int.from_bytes(buf[k:k + g.word_bytes], "little")
                          for k in range(0, len(buf), g.word_bytes)]
-                for addr, row in tensor_rows(info, words):
+                for addr, row in tensor_regions(info, words):
                     backdoor_write(ctx, mem, addr, b"".join(w.to_bytes(g.word_bytes, "little")
                                                             for w in row))
         for node in program.nodes:
@@ -87,10 +87,11 @@ def simulate_system(program, tensors=None, inputs=None, *, config=None, depths=N
         for name, info in hw.tensors.items():
             t = program.tensors[name]
             if t.role in ("output", "inout"):
-                n, pitch = info["row_words"], info["pitch_words"]
-                buf = b"".join(backdoor_read(ctx, mem, info["base"] + r * pitch, n)
-                               for r in range(t.shape[0]))
-                out[name] = array_from_bytes(buf, t.shape, t.dtype)
+                base, n = tensor_span(info)
+                span = backdoor_read(ctx, mem, base, n)
+                words = [span[k * g.word_bytes:(k + 1) * g.word_bytes] for k in range(n)]
+                out[name] = array_from_bytes(b"".join(tensor_words(info, words)), t.shape,
+                                             t.dtype)
         result["tensors"] = out
         streams = {}
         for node in program.outputs:

@@ -1,0 +1,106 @@
+# amaranth: UnusedElaboratable=no
+"""Tensor layouts in memory: row-major at a pitch, or tile-major (``TensorPlacement(...,
+tile_pitch=)``), the lowering's choice between them (``compiler.lower.tensor_layouts``) and the
+host's view of both (``hdl.memory.word_addresses``, ``sim.rtl.tensor_regions`` / ``tensor_span``
+/ ``tensor_words``)."""
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+from amaranth.hdl import Module, Signal
+from amaranth.sim import Simulator
+
+from stepforge.compiler.lower import lower
+from stepforge.compiler.types import int8, int16
+from stepforge.fpga import device_config
+from stepforge.hdl.config import HardwareConfig
+from stepforge.hdl.memory import MemoryGeometry, TensorPlacement, word_addresses
+from stepforge.sim.rtl import tensor_regions, tensor_span, tensor_words
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def _example(name, **params):
+    spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.program(**params)
+
+
+def test_tile_major_placement():
+    g = MemoryGeometry.from_config(HardwareConfig.sim(), 4096)      # 8 lanes of 8 bytes
+    p = TensorPlacement(g, int16, (8, 16), (4, 4), base=8, tile_pitch=8)
+    # tile k at base + 8k, its 4 rows (one word each) one after another: one contiguous line
+    assert p.contiguous and p.burst(5) == (8 + 40, 4, 1, 0) and p.tile_lines == [4]
+    assert (p.col_step, p.row_step, p.words, p.start_lane) == (8, 32, 64, 0)
+    assert p.port("read").start_lane == 0
+    assert repr(p).endswith("(8, 16), (4, 4), base=8, tile_pitch=8)")
+    # a pitch that is not a multiple of the lanes starts tiles in two lanes
+    assert TensorPlacement(g, int16, (8, 16), (4, 4), tile_pitch=4).start_lane is None
+    # the row-major placement of the same tensor starts its tiles in every lane
+    assert TensorPlacement(g, int16, (8, 16), (4, 4), base=8).start_lane is None
+    for bad in ({"tile_pitch": 3}, {"tile_pitch": 4, "pitch": 5}, {"tile_pitch": True}):
+        with pytest.raises(ValueError, match="tile-major layout"):
+            TensorPlacement(g, int16, (8, 16), (4, 4), **bad)
+
+
+def test_tile_major_address_of_is_the_tile_address():
+    g = MemoryGeometry.from_config(HardwareConfig.sim(), 4096)
+    p = TensorPlacement(g, int16, (8, 16), (4, 4), base=8, tile_pitch=8)
+    m = Module()
+    k = Signal(4, name="k")
+    addr = Signal(g.addr_bits, name="addr")
+    m.d.comb += addr.eq(p.address_of(k))
+
+    async def bench(ctx):
+        for i in range(p.ntiles):
+            ctx.set(k, i)
+            assert ctx.get(addr) == p.tile_addr(i) == 8 + 8 * i
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+
+
+def _words_of(info):
+    return list(range(100, 100 + info["shape"][0] * info["row_words"]))
+
+
+def test_word_addresses_of_both_layouts():
+    rows = {"base": 4, "shape": [3, 4], "row_words": 2, "pitch_words": 3}
+    assert word_addresses(rows).tolist() == [4, 5, 7, 8, 10, 11]
+    # 4x4 tensor of 2x2 tiles (one word per tile row), tiles padded to 4 words
+    tiles = {"base": 0, "shape": [4, 4], "row_words": 2, "tile": [2, 2], "tile_row_words": 1,
+             "tile_pitch_words": 4}
+    # row 0: tile 0 row 0, tile 1 row 0; row 1: tile 0 row 1, tile 1 row 1; rows 2-3: tiles 2, 3
+    assert word_addresses(tiles).tolist() == [0, 4, 1, 5, 8, 12, 9, 13]
+    for info in (rows, tiles):
+        words = _words_of(info)
+        base, n = tensor_span(info)
+        image = [0] * n
+        for addr, run in tensor_regions(info, words):
+            image[addr - base:addr - base + len(run)] = run
+        assert tensor_words(info, image) == words
+    assert tensor_regions(tiles, _words_of(tiles))[0] == [0, [100]]
+    assert tensor_span(tiles) == (0, 14) and tensor_span(rows) == (4, 8)
+
+
+def test_the_lowering_lays_out_by_tiles_where_it_helps():
+    # ECP5 preset: 4 lanes of 4-byte words
+    gemv = lower(_example("gemv"), device_config("ecp5-85f"))
+    x, w, y = (gemv.tensors[n] for n in "XWY")
+    # W: 4x4 int8 tiles, one word per tile row, would start in every lane: tile-major, no padding
+    assert (w["tile"], w["tile_row_words"], w["tile_pitch_words"]) == ([4, 4], 1, 4)
+    # x: 1x4 int8 tiles of one word, padded to a line (768 bytes of padding)
+    assert (x["tile"], x["tile_pitch_words"]) == ([1, 4], 4)
+    # Y: 1x4 int32 tiles of 4 words already start in lane 0: row-major
+    assert "tile" not in y and y["pitch_words"] == 256
+    # a large tensor of one-word tiles keeps its row-major layout (padding would be 3x it)
+    big = lower(_example("gemv", K=1024, N=16), device_config("ecp5-85f"))
+    assert "tile" not in big.tensors["X"] and big.tensors["X"]["pitch_words"] == 257
+    # every tensor's words are distinct and inside the memory
+    for hw in (gemv, big):
+        addrs = np.concatenate([word_addresses(i) for i in hw.tensors.values()])
+        assert len(set(addrs.tolist())) == len(addrs) and addrs.max() < hw.geometry.size_words
