@@ -137,11 +137,16 @@ def _region(tiles, flags, W, first, tile):
     """
     cols = W.shape[1] // tile[1]
     data, which = EagerMerge(list(tiles), 0)                     # [M] of [rows, D], [M]
-    addr = AddrGen(which, (1, cols), (0, 1), scale=cols, offset=first * cols)   # [M, cols]
-    split = RetileStreamify(_matmul(data, RandomOffChipLoad(addr, W, tile), cols), "row", b=1)
-    merged_flags = Reassemble(list(flags), which, 1, count=1)            # [M, 1, rows]
-    split = Filter(split, Flatten(merged_flags, 1, 2), keep=False)      # [M, <= rows]
-    return [Flatten(rows, 0, 1) for rows in Partition(split, which, len(tiles), 1)]
+    # each tile closes a level of its own (stop S1), so that no FlatMap below holds a tile's
+    # last piece back until the next tile shows whether a stop follows: the next tile may wait
+    # for this one's rows to drain (the hold deadlocks the Mixtral-like layer on 2 regions)
+    data, each = Promote(data, 0), Promote(which, 0)             # [M, 1]
+    addr = AddrGen(each, (1, cols), (0, 1), scale=cols, offset=first * cols)  # [M, 1, cols]
+    wide = _matmul(data, RandomOffChipLoad(addr, W, tile), cols)         # [M, 1] of [rows, N]
+    split = RetileStreamify(wide, "row", b=1)                    # [M, 1, rows] of [1, N]
+    merged_flags = Reassemble(list(flags), which, 1, count=1)    # [M, 1, rows]
+    split = Filter(split, merged_flags, keep=False)              # padded rows dropped
+    return [Flatten(rows, 0, 2) for rows in Partition(split, which, len(tiles), 2)]
 
 
 def routing_masks(routing, T, E):
