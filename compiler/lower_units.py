@@ -246,8 +246,21 @@ def pcu_for_node(node, config, *, row_bound=None):
     if isinstance(node, (Accum, Scan)):
         mode = "accum" if isinstance(node, Accum) else "scan"
         out = node.outputs[0].dtype if node.fn.accum is not None else None
+        if mode == "accum":
+            kw["emit_spacing"] = _fold_size(node)
         return PCU(node.fn, types, rank, mode=mode, init=node.init, b=node.b, out_type=out, **kw)
     raise TypeError(f"a PCU implements Map, Accum and Scan nodes, not {node!r}")
+
+
+def _fold_size(node):
+    """Elements of each fibre an Accum folds: the product of its input's innermost ``b``
+    dimensions when they are static (results are then that many beats apart), else 1."""
+    size = 1
+    for d in node.inputs[0].shape[len(node.inputs[0].shape) - node.b:]:
+        if not isinstance(d, int):
+            return 1
+        size *= d
+    return size
 
 
 @builds(Map, Accum, Scan)

@@ -264,3 +264,59 @@ def test_ice40_gemm_uses_all_eight_mac16(tmp_path):
     # the product leaves through the output register (select 1: registered, adder with 0)
     assert all(int(c["parameters"][p], 2) == 1 for c in macs
                for p in ("TOPOUTPUT_SELECT", "BOTOUTPUT_SELECT"))
+
+
+# -- an Accum without an output spare (emit_spacing >= 2) -------------------------------------
+
+@settings(deadline=None, max_examples=EXAMPLES)
+@given(st.sampled_from([(1, 4, 4), (2, 2, 2), (4, 4, 4)]), st.sampled_from([2, 8, 16]),
+       FAMILIES, st.integers(1, 2).flatmap(lambda r: st.tuples(st.just(r), st.integers(1, r))),
+       st.data(), LIGHT, LIGHT, SEEDS)
+def test_accum_without_spare_is_exact_on_any_stream(mkn, mults, family, rank_b, data, valid_p,
+                                                     ready_p, seed):
+    """``emit_spacing`` promises results two beats apart; the PCU without a spare still computes
+    every stream exactly, results back to back included (ragged fibres of one beat and empty
+    ones), under random valid/ready."""
+    m_, k, n = mkn
+    rank, b = rank_b
+    at, wt = Tile(int8, m_, k), Tile(int8, k, n)
+    tensors = data.draw(ragged(rank, elems=st.tuples(tiles(at), tiles(wt)), max_size=3))
+    a, w = split_pairs(tensors, rank)
+    ta, tw = from_nested(a, rank), from_nested(w, rank)
+    init = F.zeros(Tile(int32, m_, n))
+    dut = PCU(MAC, [at, wt], rank, mode="accum", init=init, b=b, multipliers=mults,
+              family=family, emit_spacing=2)
+    assert not dut.skid and dut.latency >= 1
+    run = run_unit(dut, [ta, tw], valid_p=valid_p, ready_p=ready_p, seed=seed)
+    want = accum(zip_streams([ta, tw]), folder(MAC, spread=True), arith.init_value(init), b)
+    assert_tokens(run.outputs["out"], want)
+    assert_accounted(run, [ta, tw])
+
+
+@pytest.mark.parametrize("fibre", [2, 5])
+def test_accum_without_spare_loses_no_cycle(fibre):
+    """Static fibres of ``fibre >= 2`` beats and a full-rate consumer: the same cycles as with
+    the spare (``emit_spacing=1``), and the spare's register is gone from the Verilog."""
+    t = Tile(int8, 2, 2)
+    rng = np.random.default_rng(fibre)
+    a = [[rng.integers(-128, 128, (2, 2), dtype=np.int8) for _ in range(fibre)] for _ in range(6)]
+    w = [[rng.integers(-128, 128, (2, 2), dtype=np.int8) for _ in range(fibre)] for _ in range(6)]
+    ta, tw = from_nested([a], 2), from_nested([w], 2)
+    runs = {}
+    for spacing in (1, fibre):
+        dut = PCU(MAC, [t, t], 2, mode="accum", init=F.zeros(Tile(int32, 2, 2)), b=1,
+                  multipliers=4, emit_spacing=spacing)
+        assert dut.skid == (spacing == 1)
+        runs[spacing] = run_unit(dut, [ta, tw])
+        assert ("out_spare" in vl.convert(dut, "pcu")) == (spacing == 1)
+    assert runs[1].outputs["out"] and runs[fibre].outputs["out"]
+    assert_tokens(runs[fibre].outputs["out"], runs[1].outputs["out"])
+    assert runs[fibre].cycles == runs[1].cycles
+
+
+def test_emit_spacing_is_checked():
+    t = Tile(int8, 2, 2)
+    with pytest.raises(ValueError, match="PCU emit_spacing must be an int >= 1, not 0"):
+        PCU(MAC, [t, t], 1, mode="accum", init=F.zeros(Tile(int32, 2, 2)), b=1, emit_spacing=0)
+    # a map always keeps its spare (every beat emits)
+    assert PCU(F.add, [t, t], 1, emit_spacing=4).skid

@@ -1,6 +1,6 @@
 """The PCU: Map, Accum and Scan of a tile function as a time-multiplexed integer datapath."""
 
-from amaranth.hdl import Cat, Module, Signal, Value
+from amaranth.hdl import Cat, Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -51,7 +51,13 @@ class PCU(_Plan, _Datapath, _Assign, _Retile, wiring.Component):
     and the output stage has a result, the result waits in the spare, and the whole pipeline
     waits (one enable) while the spare is full. The enable is a register, ``out.valid`` comes
     from a register, and ``out.ready`` reaches only the output register and the spare (no path
-    into the pipeline or to the inputs' ``ready``, which depends on their ``valid`` only). ``family`` shapes the
+    into the pipeline or to the inputs' ``ready``, which depends on their ``valid`` only).
+    An Accum whose results are at least two input beats apart (``emit_spacing >= 2``, e.g. a
+    fold over static inner dimensions) and that is pipelined needs no spare: its enable is a
+    register set one cycle ahead, low exactly when the output register will be full and the
+    output stage will hold a result, so a result never meets a full output register; with
+    results two beats apart and a consumer that takes a beat the cycle after it is offered, no
+    cycle is lost (a 512-bit spare and its multiplexer less for a 4x4 int32 GEMM tile). ``family`` shapes the
     datapath for a device (below); elaborated for a platform whose ``family`` is ``"ecp5"`` the
     multipliers are ``MULT18X18D`` with their registers inside
     (:func:`~stepforge.hdl.tile_ops.dsp_family`), with the same cycles.
@@ -128,6 +134,11 @@ class PCU(_Plan, _Datapath, _Assign, _Retile, wiring.Component):
         same in simulation and on the board, so both take the same cycles.
     row_bound : int or Mapping, optional
         Bound of a dynamic tile row count (see :func:`~stepforge.hdl.beat.element_layout`).
+    emit_spacing : int, default 1
+        Accum: the fewest input beats from one emitted result to the next that the input stream
+        guarantees (the lowering: the product of the static dimensions folded); from 2 on, a
+        pipelined Accum has no output spare (**Timing**). Any stream is still computed
+        correctly: closer results only cost a cycle each.
     src_loc_at : int, default 0
         As for :class:`~amaranth.lib.wiring.Component`.
 
@@ -167,7 +178,8 @@ class PCU(_Plan, _Datapath, _Assign, _Retile, wiring.Component):
     """
 
     def __init__(self, fn, in_types, rank, *, mode="map", init=None, b=None, out_type=None,
-                 lanes=4, multipliers=16, family=None, row_bound=None, src_loc_at=0):
+                 lanes=4, multipliers=16, family=None, row_bound=None, emit_spacing=1,
+                 src_loc_at=0):
         self.fn = F.as_function(fn)
         if mode not in MODES:
             raise ValueError(f"PCU mode must be one of {MODES}, not {mode!r}")
@@ -185,6 +197,7 @@ class PCU(_Plan, _Datapath, _Assign, _Retile, wiring.Component):
             raise ValueError(f"PCU family must be one of None, 'ecp5', 'ice40', not {family!r}")
         self.family = family
         self.row_bound = row_bound
+        self.emit_spacing = check_int("PCU", "emit_spacing", emit_spacing, 1)
         for k, t in enumerate(self.in_types):
             _check_hw_type(t, f"input in{k}")
             _check_rows(t, f"input in{k}")
@@ -263,7 +276,13 @@ class PCU(_Plan, _Datapath, _Assign, _Retile, wiring.Component):
             extra = f", mode={self.mode!r}, init={self.init!r}, b={self.b}"
         return (f"PCU({self.fn!r}, {list(self.in_types)!r}, {self.rank}{extra}, lanes={self.lanes}, "
                 f"multipliers={self.multipliers}"
-                f"{'' if self.family is None else f', family={self.family!r}'})")
+                f"{'' if self.family is None else f', family={self.family!r}'}"
+                f"{'' if self.emit_spacing == 1 else f', emit_spacing={self.emit_spacing}'})")
+
+    @property
+    def skid(self):
+        """Whether the output register has a spare (**Timing**)."""
+        return not (self.mode == "accum" and self.emit_spacing >= 2 and self.latency >= 1)
 
     def cycles(self, rows=None):
         """Cycles a fully fed PCU spends on one data beat whose dynamic tiles have ``rows`` rows
@@ -359,6 +378,7 @@ class PCU(_Plan, _Datapath, _Assign, _Retile, wiring.Component):
             ctrl["rows"] = self._count
         out_at, busy = run & final, 0
         out_emits = out_at & emit  # the output stage has a beat that emits (a register if L > 0)
+        stage_emits = [out_emits]
         for k in range(1, self.latency + 1):
             v = Signal(name=f"out_stage{k}")
             e = Signal(name=f"out_stage{k}_emits")
@@ -367,14 +387,26 @@ class PCU(_Plan, _Datapath, _Assign, _Retile, wiring.Component):
             with m.If(pipe_en):
                 m.d.sync += [v.eq(out_at), e.eq(out_emits)] + [regs[f].eq(ctrl[f]) for f in ctrl]
             out_at, out_emits, ctrl, busy = v, e, regs, busy | v
+            stage_emits.append(e)
         done = Signal(name="done")  # the output stage completes a beat
         m.d.comb += done.eq(out_at & pipe_en)
         # the output register has a spare behind it (a skid buffer): a result that meets a full
         # output register waits in the spare, and the pipeline moves while the spare is empty,
         # so its one enable is a register and ``out.ready`` reaches only the two registers
-        spare = Signal.like(out_buf, name="out_spare")
-        spare_valid = Signal(name="out_spare_valid")
-        m.d.comb += pipe_en.eq(~spare_valid)
+        if self.skid:
+            spare = Signal.like(out_buf, name="out_spare")
+            spare_valid = Signal(name="out_spare_valid")
+            m.d.comb += pipe_en.eq(~spare_valid)
+        else:   # the enable as a register, set a cycle ahead (**Timing**)
+            ahead = Signal(name="pipe_en_reg", init=1)
+            load_now = out_emits & pipe_en
+            will_hold = Signal(name="out_valid_next")
+            will_emit = Signal(name="out_emits_next")
+            m.d.comb += [pipe_en.eq(ahead),
+                         will_hold.eq(Mux(~out_valid | o.ready, load_now, out_valid)),
+                         will_emit.eq(Mux(pipe_en, stage_emits[-2], out_emits))]
+            m.d.sync += ahead.eq(~(will_hold & will_emit))
+            spare_valid = 0
         self._out_rows = ctrl.get("rows")
 
         if self.retile is not None:
@@ -419,14 +451,20 @@ class PCU(_Plan, _Datapath, _Assign, _Retile, wiring.Component):
             m.d.comb += [beat.has_data.eq(ctrl["hd"]), beat.stop.eq(ctrl["stop"])]
             m.d.comb += self._assign(data, result_if_data, self.out_type)
         load = out_emits & pipe_en
-        with m.If(~out_valid | o.ready):
-            m.d.sync += out_valid.eq(spare_valid | load)
-            with m.If(spare_valid):
-                m.d.sync += [out_buf.eq(spare), spare_valid.eq(0)]
+        if self.skid:
+            with m.If(~out_valid | o.ready):
+                m.d.sync += out_valid.eq(spare_valid | load)
+                with m.If(spare_valid):
+                    m.d.sync += [out_buf.eq(spare), spare_valid.eq(0)]
+                with m.Elif(load):
+                    m.d.sync += out_buf.eq(beat)
             with m.Elif(load):
-                m.d.sync += out_buf.eq(beat)
-        with m.Elif(load):
-            m.d.sync += [spare.eq(beat), spare_valid.eq(1)]
+                m.d.sync += [spare.eq(beat), spare_valid.eq(1)]
+        else:   # a result is loaded only into an empty output register
+            with m.If(load):
+                m.d.sync += [out_buf.eq(beat), out_valid.eq(1)]
+            with m.Elif(o.ready):
+                m.d.sync += out_valid.eq(0)
         if acc_regs is not None and not merged:
             with m.If(done):
                 with m.If(ctrl["stop"] >= self.b):
