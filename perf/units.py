@@ -28,7 +28,7 @@ __all__ = ["build_unit", "value_ports", "Timing"]
 class Timing:
     """The constants of the model that are not a unit's parameter: handshake offsets measured
     once against the RTL (``docs/perf.md``, "Calibration")."""
-    pcu_slack = 2           # the PCU's output register and its spare
+    pcu_slack = 2           # the PCU's output register and its spare (1 without the spare)
     hold_slack = 1          # a held beat (Promote, Reshape, RepeatStatic, the FlatMap units)
     load_ready = 2          # cycles from a tile's last line on the response bus to its beat
     grant_delay = 2         # a request's first line is granted two cycles after it is accepted
@@ -69,7 +69,8 @@ def _pcu(u, ins, outs, tm):
         idx = np.arange(S)
     else:
         idx = mapping_out(out.n, S)
-    return [StepSeq(u.name, cost, in_maps, [(out, idx, cost + comp.latency, tm.pcu_slack)],
+    return [StepSeq(u.name, cost, in_maps, [(out, idx, cost + comp.latency,
+                                                  tm.pcu_slack if comp.skid else 1)],
                     pop_off=cost - 1)]
 
 
