@@ -70,11 +70,8 @@ def unit_timing(comp, node):
     if isinstance(ii, int):                               # a PCU
         lat = getattr(comp, "latency", 0)
         out = ii
-        if isinstance(node, Accum) and node.b:
-            x = node.inputs[0]
-            dims = x.shape[len(x.shape) - node.b:]
-            if all(isinstance(d, int) for d in dims):
-                out = ii * max(math.prod(dims), 1)
+        if isinstance(node, Accum) and node.fold_size is not None:
+            out = ii * max(node.fold_size, 1)
         return UnitTiming(interval=out, hold=ii, latency=ii + lat + 1)
     placement = getattr(comp, "placement", None)
     if placement is not None and node.outputs:             # a load

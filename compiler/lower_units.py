@@ -113,8 +113,13 @@ def _linear_load(node, lc):
 
 @builds(LinearOffChipStore)
 def _linear_store(node, lc):
+    """A store of an Accum's results, at least a tile's lines + 2 beats apart, holds one tile
+    (the writer's second tile register would never fill)."""
     x = _in(node)
-    return LinearStoreUnit(lc.placement(node.tensor, (x.dtype.rows, x.dtype.cols)), x.rank)
+    placement = lc.placement(node.tensor, (x.dtype.rows, x.dtype.cols))
+    fold = getattr(x.node, "fold_size", None)
+    queue = 1 if fold is not None and fold >= len(placement.tile_lines) + 2 else 2
+    return LinearStoreUnit(placement, x.rank, tile_queue=queue)
 
 
 @builds(RandomOffChipLoad)
@@ -247,20 +252,9 @@ def pcu_for_node(node, config, *, row_bound=None):
         mode = "accum" if isinstance(node, Accum) else "scan"
         out = node.outputs[0].dtype if node.fn.accum is not None else None
         if mode == "accum":
-            kw["emit_spacing"] = _fold_size(node)
+            kw["emit_spacing"] = max(node.fold_size or 1, 1)
         return PCU(node.fn, types, rank, mode=mode, init=node.init, b=node.b, out_type=out, **kw)
     raise TypeError(f"a PCU implements Map, Accum and Scan nodes, not {node!r}")
-
-
-def _fold_size(node):
-    """Elements of each fibre an Accum folds: the product of its input's innermost ``b``
-    dimensions when they are static (results are then that many beats apart), else 1."""
-    size = 1
-    for d in node.inputs[0].shape[len(node.inputs[0].shape) - node.b:]:
-        if not isinstance(d, int):
-            return 1
-        size *= d
-    return size
 
 
 @builds(Map, Accum, Scan)

@@ -18,7 +18,7 @@ from ..compiler.types import Bool, Index, Tile
 from ..contract.beat import beat_signature, stop_width
 from .fifo import StreamFIFO
 from .memory import TensorPlacement, index_shape, quiet_on_error
-from .unit import ErrorCode, StatusSignature, check, raise_error
+from .unit import ErrorCode, StatusSignature, check, check_int, raise_error
 
 __all__ = ["LinearStoreUnit", "RandomStoreUnit"]
 
@@ -42,11 +42,12 @@ class _TileWriter(wiring.Component):
         The held tile's last line is taken in this cycle.
 
     ``cmd.ready`` depends only on registers (the tile queue's room), so the store unit's
-    ``in0.ready`` does not wait on the memory's ``req.ready``.
+    ``in0.ready`` does not wait on the memory's ``req.ready``. ``queue`` is the tiles held (2,
+    or 1: a tile enters only after the previous one retired, ``lines + 2`` cycles apart).
     """
 
-    def __init__(self, placement):
-        self.placement = placement
+    def __init__(self, placement, queue=2):
+        self.placement, self.queue = placement, queue
         g = placement.geometry
         self.cmd_layout = data.StructLayout({"addr": unsigned(g.addr_bits),
                                              "data": unsigned(placement.tile_words * g.word_bits)})
@@ -66,7 +67,7 @@ class _TileWriter(wiring.Component):
         nlines = len(counts)
         cmd, mem = self.cmd, self.mem
 
-        # Tiles wait in a queue of two, and their bursts' addresses in a queue of two beside it.
+        # Tiles wait in a queue of two (or one), and their bursts' addresses in a queue beside it.
         # A tile enters whenever the tile queue has room: ``cmd.ready`` is a register's output,
         # not the memory's ``req.ready``. Its burst is requested in the same cycle when no
         # earlier burst waits (so the memory knows the next burst while the current one's lines
@@ -74,8 +75,9 @@ class _TileWriter(wiring.Component):
         # cycles after it accepts the request), else it waits in the address queue. A tile
         # leaves its queue only after its last line, so after its burst was requested: the
         # address queue never holds more entries than the tile queue and has room when it has.
-        m.submodules.tiles = tiles = StreamFIFO(unsigned(T * g.word_bits), 2, counters=False)
-        m.submodules.bursts = bursts = StreamFIFO(unsigned(g.addr_bits), 2, counters=False)
+        Q = self.queue
+        m.submodules.tiles = tiles = StreamFIFO(unsigned(T * g.word_bits), Q, counters=False)
+        m.submodules.bursts = bursts = StreamFIFO(unsigned(g.addr_bits), Q, counters=False)
         enter = Signal(name="tile_enter")
         direct = Signal(name="burst_direct")          # no burst waits: request this one now
         m.d.comb += [
@@ -132,6 +134,10 @@ class LinearStoreUnit(wiring.Component):
         Rank of the input stream.
     row_bound : not used
         (The input's tiles are static.)
+    tile_queue : int, default 2
+        Tiles the unit holds: 2 writes a tile per ``len(placement.tile_lines)`` cycles; 1 (one
+        tile register less) a tile per ``len(placement.tile_lines) + 2`` cycles, for a
+        stream whose tiles are at least that far apart (the lowering: an Accum's results).
 
     Members
     -------
@@ -144,10 +150,11 @@ class LinearStoreUnit(wiring.Component):
     """
 
     @quiet_on_error
-    def __init__(self, placement, rank):
+    def __init__(self, placement, rank, *, tile_queue=2):
         _check_placement(placement, "LinearStoreUnit")
         stop_width(rank)
         self.placement, self.rank = placement, rank
+        self.tile_queue = check_int("LinearStoreUnit", "tile_queue", tile_queue, 1, 2)
         self.tile_type = Tile(placement.dtype, *placement.tile)
         super().__init__({
             "in0": In(beat_signature(self.tile_type, rank)),
@@ -162,13 +169,14 @@ class LinearStoreUnit(wiring.Component):
         return self.placement.tile_bytes
 
     def __repr__(self):
-        return f"LinearStoreUnit({self.placement!r}, {self.rank})"
+        queue = "" if self.tile_queue == 2 else f", tile_queue={self.tile_queue}"
+        return f"LinearStoreUnit({self.placement!r}, {self.rank}{queue})"
 
     def elaborate(self, platform):
         m = Module()
         p = self.placement
         gc = p.grid[1]
-        m.submodules.writer = writer = _TileWriter(p)
+        m.submodules.writer = writer = _TileWriter(p, self.tile_queue)
         wiring.connect(m, wiring.flipped(self.mem), writer.mem)
         i = self.in0
         count = Signal(range(p.ntiles + 1), name="count")

@@ -141,7 +141,7 @@ class StoreActor(Actor):
         self.data = np.nonzero(self.x.info.has.astype(bool))[0]
         lines = len(comp.placement.tile_lines)
         self.client = mem.client(self.name, "write", len(self.data), lines)
-        self.tm = tm
+        self.tm, self.comp = tm, comp
         self.T = np.zeros(n, dtype=np.int64)
         self.finish = 0
         self.busy_cycles = len(self.data) * lines
@@ -159,7 +159,7 @@ class StoreActor(Actor):
             a[m] = np.maximum(a[m], self.addr.P + 1)
         d = self.data
         done = self.client.done()
-        k = np.arange(len(d)) - self.tm.store_queue
+        k = np.arange(len(d)) - getattr(self.comp, "tile_queue", self.tm.store_queue)
         ok = k >= 0
         q = filled(len(d), NEG)
         q[ok] = done[k[ok]] + 1          # a tile's slot is free the cycle after it retires

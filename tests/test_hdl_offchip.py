@@ -270,8 +270,9 @@ def test_random_load_keeps_stopped_after_error():
 
 @settings(deadline=None, max_examples=25)
 @given(machines().flatmap(lambda mc: st.tuples(
-           st.just(mc), st.integers(0, 2), st.integers(0, mc.ntiles))), PATTERNS)
-def test_linear_store_matches_interpreter(case, pattern):
+           st.just(mc), st.integers(0, 2), st.integers(0, mc.ntiles))), PATTERNS,
+       st.sampled_from([1, 2]))
+def test_linear_store_matches_interpreter(case, pattern, queue):
     mc, rank, n = case
     valid_p, ready_p, stall_p, seed = pattern
     # n tiles cut into a random ragged rank-`rank` stream (empty fibres included)
@@ -289,7 +290,7 @@ def test_linear_store_matches_interpreter(case, pattern):
                   if not (is_stop(t) and i and is_stop(tokens[i - 1]) and t.level > 1
                           and tokens[i - 1].level >= t.level)]
         tokens.append(stop(rank))
-    unit = LinearStoreUnit(mc.placement, rank)
+    unit = LinearStoreUnit(mc.placement, rank, tile_queue=queue)
     mem = mc.memory(unit, with_tensor=False)
     run = simulate_with_memory(unit, mem, {"in0": (beat_layout(mc.tile_type, rank), tokens)}, {},
                                valid_p=valid_p, stall_p=stall_p, stall_seed=seed, seed=seed)
@@ -493,6 +494,13 @@ def test_store_streams_at_the_memory_rate(shape, lines):
     # `mem_latency` cycles later: at most 5 cycles beyond the memory's `lines` per tile.
     assert n * lines < run.cycles <= n * lines + 5
     assert run.inspected["bytes_written"] == n * 32
+    # one tile held: a tile enters after the previous one retired, lines + 2 cycles per tile
+    unit = LinearStoreUnit(pl, 0, tile_queue=1)
+    mem = MemoryModel.for_clients(cfg, size, [unit])
+    run = simulate_with_memory(unit, mem,
+                               {"in0": (beat_layout(Tile(int16, 4, 4), 0), tiles)}, {})
+    assert n * (lines + 2) <= run.cycles <= n * (lines + 2) + 5
+    assert run.inspected["bytes_written"] == n * 32
 
 
 def test_default_buffer_covers_the_latency():
@@ -542,6 +550,9 @@ def test_reprs_mirror_the_constructors():
         f"buffer_tiles=3)")
     assert repr(RandomLoadUnit(pl, 2)) == f"RandomLoadUnit({pl!r}, 2)"
     assert repr(LinearStoreUnit(pl, 1)) == f"LinearStoreUnit({pl!r}, 1)"
+    assert repr(LinearStoreUnit(pl, 1, tile_queue=1)) == f"LinearStoreUnit({pl!r}, 1, tile_queue=1)"
+    with pytest.raises(ValueError, match="LinearStoreUnit tile_queue must be an int in 1..2, not 3"):
+        LinearStoreUnit(pl, 1, tile_queue=3)
     assert repr(RandomStoreUnit(pl, 1, 0)) == f"RandomStoreUnit({pl!r}, 1, 0)"
     gc.collect()    # dropped (every Elaboratable is a reference cycle) under the filter above
     with pytest.raises(ValueError, match=r"^LinearLoadUnit walk \(out_shape, stride, offset\) must "

@@ -6,6 +6,8 @@ RetileStreamify, Filter and AddrGen are FlatMap's library instances. Decisions t
 open are listed in ``docs/compute.md``.
 """
 
+import math
+
 import sympy
 
 from .. import functions as F
@@ -206,6 +208,14 @@ class Accum(_Fold):
         if mm:
             return _matmul_onchip(self.fn, self.arg_types)
         return self.acc_type.nbytes()
+
+    @property
+    def fold_size(self):
+        """Elements of every fibre folded, when the ``b`` inner dimensions are static (results
+        are then that many input beats apart), else None."""
+        x = self.inputs[0]
+        dims = x.shape[len(x.shape) - self.b:]
+        return math.prod(dims) if all(isinstance(d, int) for d in dims) else None
 
 
 class Scan(_Fold):
