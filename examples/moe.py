@@ -28,17 +28,20 @@ multiplies only after all of its tokens have arrived, so it overlaps less: on
 (``docs/paper.md``, "Why dynamic tiling is slower in RTL"); bounded tiles overlap them.
 ``-p dtype=fp32`` runs the float version in the reference interpreter against NumPy.
 
-**Configuration time-multiplexing** (``-p regions=R``, ``R`` dividing ``E``; static tiling; the
-paper's section 5.3, Fig. 11): the experts share ``R`` matmul regions, ``E / R`` consecutive
-experts each. A region's EagerMerge takes its experts' packed tiles in whatever order they
-are ready; its selector (which expert's tile arrived) drives an address generator and a
-RandomOffChipLoad of that expert's weight column tiles out of one stacked ``[E * D, N]``
-weight ``W``, one Map + Accum multiplies, and the same selector routes the rows back to their
-expert (Partition) after the padded rows are dropped (the padding flags follow the tiles by a
-Reassemble on that selector). Without ``regions`` every expert has its own region and its own
-``W{e}`` (the program above, unchanged); ``data`` gives the same values either way, so the
-results are identical. Dynamic and bounded tiles cannot be merged yet: EagerMerge takes inputs
-of one element type and inner shape, and each expert's dynamic tile has its own row count.
+**Configuration time-multiplexing** (``-p regions=R``, ``R`` dividing ``E``; the paper's
+section 5.3, Fig. 11): the experts share ``R`` matmul regions, ``E / R`` consecutive experts
+each. A region's EagerMerge takes its experts' packed tiles in whatever order they are ready;
+its selector (which expert's tile arrived) drives an address generator and a RandomOffChipLoad
+of that expert's weight column tiles out of one stacked ``[E * D, N]`` weight ``W``, one Map +
+Accum multiplies, and the same selector routes the rows back to their expert (Partition) after
+the padded rows are dropped (the padding flags follow the tiles by a Reassemble on that
+selector). Without ``regions`` every expert has its own region and its own ``W{e}`` (the
+program above, unchanged); ``data`` gives the same values either way, so the results are
+identical. Static tiles only for now: each expert's dynamic or bounded tile has a row count
+symbol of its own, and EagerMerge refuses inputs of different element types (``docs/paper.md``,
+"Configuration time-multiplexing"). A merged tile waits in the region for the next one (the
+selector carries no stop to say that none follows), so its padding flags need a FIFO of a
+tile's rows after the Reassemble (``benchmarks/paper.py``, ``merged_flag_depths``).
 """
 
 import numpy as np
@@ -58,10 +61,6 @@ def program(T=10, D=8, N=16, E=2, k=1, n=4, tiling="dynamic", rows=4, dtype="int
     if regions is not None and (not isinstance(regions, int) or isinstance(regions, bool)
                                 or regions < 1 or E % regions):
         raise ValueError(f"moe: regions must be a positive int dividing E={E}, not {regions!r}")
-    if regions is not None and tiling != "static":
-        raise ValueError(f"moe: regions needs tiling='static', not {tiling!r}: EagerMerge takes "
-                         f"inputs of one element type and inner shape, and each expert's "
-                         f"{tiling} tiles have a row count symbol of their own")
     X = p.tensor("X", (T, D), xt)
     if regions is None:                                        # one matmul region per expert
         Ws = [p.tensor(f"W{e}", (D, N), xt) for e in range(E)]
@@ -137,15 +136,17 @@ def _region(tiles, flags, W, first, tile):
     """
     cols = W.shape[1] // tile[1]
     data, which = EagerMerge(list(tiles), 0)                     # [M] of [rows, D], [M]
-    # each tile closes a level of its own (stop S1), so that no FlatMap below holds a tile's
-    # last piece back until the next tile shows whether a stop follows: the next tile may wait
-    # for this one's rows to drain (the hold deadlocks the Mixtral-like layer on 2 regions)
+    # each tile closes a level of its own (stop S1): the Promote holds a tile until the next
+    # one is merged (the selector has no stops to say that none follows), and nothing after it
+    # holds; without it the AddrGen, RepeatStatic and RetileStreamify each hold a tile, so a
+    # tile's last row would wait for the tile after next
     data, each = Promote(data, 0), Promote(which, 0)             # [M, 1]
     addr = AddrGen(each, (1, cols), (0, 1), scale=cols, offset=first * cols)  # [M, 1, cols]
     wide = _matmul(data, RandomOffChipLoad(addr, W, tile), cols)         # [M, 1] of [rows, N]
     split = RetileStreamify(wide, "row", b=1)                    # [M, 1, rows] of [1, N]
-    merged_flags = Reassemble(list(flags), which, 1, count=1)    # [M, 1, rows]
-    split = Filter(split, merged_flags, keep=False)              # padded rows dropped
+    if flags[0] is not None:
+        merged_flags = Reassemble(list(flags), which, 1, count=1)          # [M, 1, rows]
+        split = Filter(split, merged_flags, keep=False)                    # padded rows dropped
     return [Flatten(rows, 0, 2) for rows in Partition(split, which, len(tiles), 2)]
 
 
