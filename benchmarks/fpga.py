@@ -47,6 +47,11 @@ SMALL = {
     "moe": {"T": 6},
 }
 
+#: hardware tiles other than the device preset's (``stepforge build --tile``): on the UP5K a
+#: GEMV beat of a 4x4 tile (16 products, ii 2) keeps the 8 MAC16 busy where the preset's 2x2
+#: tile uses 4 (GEMM 64^3 with 4x4 tiles does not fit the UP5K: 6,587 of 5,280 LC)
+TILES = {("gemv", "up5k"): (4, 4)}
+
 #: issue 8's hand-written int8 designs (inferred memories and multipliers)
 REFERENCE = {
     ("gemv", "ecp5-85f"): {"cycles": 4120, "fmax": 113.0, "logic": 1710, "ram": 33, "dsp": 16},
@@ -90,8 +95,9 @@ def measure(name, params, device, args):
         params = {**trace.get("params", {}), **params}
     full = {**pf.params(), **params}
     program = pf.build(**params)
-    config = device_config(device)
-    row = {"name": name, "device": device, "params": params,
+    tile = None if args.small else TILES.get((name, device))
+    config = device_config(device, tile)
+    row = {"name": name, "device": device, "params": params, "tile": tile,
            "macs": macs(name, program, full, trace)}
     out = Path(args.out) / f"{name}-{device}"
     out.mkdir(parents=True, exist_ok=True)
@@ -126,6 +132,12 @@ def measure(name, params, device, args):
     return row
 
 
+def _device(row):
+    """The device, and the hardware tile when it is not the preset's."""
+    tile = row.get("tile")
+    return row["device"] + (f" {tile[0]}x{tile[1]}" if tile else "")
+
+
 def ratio(a, b):
     return f"{a / b:.2f}" if a is not None and b else "-"
 
@@ -137,14 +149,14 @@ def table(rows, markdown, small=False):
     body = []
     for r in rows:
         if "error" in r:
-            body.append([r["name"], r["device"], r["error"]] + [""] * (len(head) - 3))
+            body.append([r["name"], _device(r), r["error"]] + [""] * (len(head) - 3))
             continue
         cycles = r.get("cycles")
         rate = r["macs"] * r["fmax"] / cycles if cycles else None       # MACs per microsecond
         ref = None if small else REFERENCE.get((r["name"], r["device"]))
         fmax = f"{r['fmax']:.1f}" + ("" if r["fmax_lo"] == r["fmax_hi"]
                                      else f" ({r['fmax_lo']:.1f}-{r['fmax_hi']:.1f})")
-        line = [r["name"], r["device"], f"{cycles:,}" if cycles else "-", fmax,
+        line = [r["name"], _device(r), f"{cycles:,}" if cycles else "-", fmax,
                 f"{r['logic']:,}", str(r["ram"]), str(r["dsp"]),
                 f"{rate:,.1f}" if rate else "-"]
         if ref:

@@ -94,8 +94,8 @@ def cmd_sweep(args):
     fpga, config = None, _config(args)
     if args.level == "fpga":
         from .fpga import device_config, fpga_point  # deferred: Amaranth
-        config = device_config(args.device)
-        fpga = functools.partial(fpga_point, device=args.device, seeds=args.seeds,
+        config = device_config(args.device, args.tile)
+        fpga = functools.partial(fpga_point, device=args.device, seeds=args.seeds, tile=args.tile,
                                  out_dir=Path(f"{args.output}-builds").resolve())
     rows = sweep(args.program, points, level=args.level, load=load, rtl=run_rtl, fpga=fpga,
                  workers=args.workers, scheduler=args.scheduler, seed=args.seed,
@@ -106,8 +106,20 @@ def cmd_sweep(args):
 
 
 def _config(args):
-    return {"sim": HardwareConfig.sim, "ice40": HardwareConfig.ice40_up5k,
-            "ecp5": HardwareConfig.ecp5_85f}[args.config]()
+    config = {"sim": HardwareConfig.sim, "ice40": HardwareConfig.ice40_up5k,
+              "ecp5": HardwareConfig.ecp5_85f}[args.config]()
+    if getattr(args, "tile", None) is None:
+        return config
+    rows, cols = args.tile
+    return config.replace(tile_rows=rows, tile_cols=cols)
+
+
+def tile_arg(text):
+    """``--tile``'s type: ``"4x4"`` -> ``(4, 4)``."""
+    rows, sep, cols = str(text).lower().partition("x")
+    if not (sep and rows.isdigit() and cols.isdigit() and int(rows) >= 1 and int(cols) >= 1):
+        raise argparse.ArgumentTypeError(f"must be ROWSxCOLS with both >= 1 (4x4), not {text!r}")
+    return int(rows), int(cols)
 
 
 def cmd_compile(args):
@@ -132,6 +144,10 @@ def cmd_compile(args):
 
 def cmd_build(args):
     if args.board is not None:
+        if args.tile is not None:
+            print("error: --tile applies to --device builds (a board's preset fixes its tile)",
+                  file=sys.stderr)
+            return 2
         from .boards.board_build import main_build  # deferred: Amaranth and amaranth-boards
         pf = load(args.program)
         return main_build(pf.build(**_params(args)), args.board, freq=args.freq,
@@ -142,7 +158,7 @@ def cmd_build(args):
     out = Path(args.output or Path("build") / f"{pf.name}-{args.device}")
     try:
         report = build_program(pf.build(**_params(args)), args.device, out, seeds=args.seeds,
-                               jobs=args.jobs, freq_mhz=args.freq, name=pf.name)
+                               jobs=args.jobs, freq_mhz=args.freq, name=pf.name, tile=args.tile)
     except BuildError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -187,6 +203,8 @@ def main(argv=None):
                         "perf: the performance model's prediction")
     r.add_argument("--fifo-sizing", choices=["rule", "lp"], help="FIFO depths (--level perf)")
     r.add_argument("--config", choices=["sim", "ice40", "ecp5"], default="sim")
+    r.add_argument("--tile", metavar="RxC", type=tile_arg,
+                   help="the hardware tile instead of the config's")
     r.add_argument("--stall", action="store_true", help="random back-pressure on every FIFO and the memory")
     r.add_argument("--watchdog", type=int, default=10_000, help="cycles without progress = deadlock")
     r.add_argument("--waves", action="store_true", help="write dump.vcd")
@@ -199,6 +217,8 @@ def main(argv=None):
     c = add("compile", cmd_compile, "write Verilog, manifest, DOT picture and symbolic report")
     c.add_argument("-o", "--output", required=True)
     c.add_argument("--config", choices=["sim", "ice40", "ecp5"], default="sim")
+    c.add_argument("--tile", metavar="RxC", type=tile_arg,
+                   help="the hardware tile instead of the config's")
     b = add("build", cmd_build, "synthesize, place and route for an FPGA; report resources, "
                                 "Fmax and the worst paths")
     where = b.add_mutually_exclusive_group(required=True)
@@ -211,6 +231,9 @@ def main(argv=None):
     b.add_argument("--freq", type=float, metavar="MHZ",
                    help="target clock (default: the device preset's clock)")
     b.add_argument("--trace", metavar="T", help="a trace (JSON) supplying parameters")
+    b.add_argument("--tile", metavar="RxC", type=tile_arg,
+                   help="with --device: the hardware tile instead of the preset's (4x4 on the "
+                        "up5k: 8 MAC16 for GEMV)")
     f = sub.add_parser("flash", help="load a bitstream onto a board with openFPGALoader")
     f.add_argument("--board", required=True,
                    help="icebreaker, ulx3s-85f, orangecrab-85f or tangnano9k")
@@ -233,6 +256,8 @@ def main(argv=None):
     w.add_argument("--seed", type=int, default=0)
     w.add_argument("--trace", metavar="T", help="a trace (JSON) supplying parameters and inputs")
     w.add_argument("--config", choices=["sim", "ice40", "ecp5"], default="sim")
+    w.add_argument("--tile", metavar="RxC", type=tile_arg,
+                   help="the hardware tile instead of the config's")
     w.add_argument("--fifo-sizing", choices=["rule", "lp"])
     args = parser.parse_args(argv)
     try:

@@ -312,3 +312,20 @@ def test_program_errors_are_system_exits_outside_the_command_line(tmp_path):
 def test_exit_codes_are_documented():
     assert sorted(EXIT_CODES) == [0, 1, 2, 130]
     assert "exit status" in cli.EPILOG and all(str(k) in cli.EPILOG for k in EXIT_CODES)
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", GEMV, "--tile", "4y4"], ["run", GEMV, "--tile", "0x4"], ["compile", GEMV, "-o", "x",
+                                                                     "--tile", "4"],
+    ["build", GEMV, "--device", "up5k", "--tile", "x4"]])
+def test_malformed_tile(capsys, argv):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "argument --tile: must be ROWSxCOLS with both >= 1 (4x4)" in err
+    assert "Traceback" not in err
+
+
+def test_tile_is_for_device_builds(capsys):
+    status, _, err = _run(capsys, ["build", GEMV, "--board", "icebreaker", "--tile", "4x4"])
+    assert status == 2 and "--tile applies to --device builds" in err
