@@ -283,7 +283,7 @@ def compute_utilization(res, ref):
 
 def tm_summarize(results, out=print):
     """Print the time-multiplexing table against the program without regions; return the rows
-    as dicts (with ``busy_gain``, ``mac_gain`` and ``slowdown``)."""
+    as dicts (with ``experts_per_region``, ``mac_gain``, ``busy_gain`` and ``slowdown``)."""
     rows, figures = [], []
     for tiling in ("static", "dynamic"):
         rs = [r for r in results if r["tiling"] == tiling]
@@ -291,58 +291,67 @@ def tm_summarize(results, out=print):
         if base is None:
             continue
         for r in sorted(rs, key=lambda r: (r["regions"] is not None, -(r["regions"] or 0))):
-            f = dict(r, busy_gain=r["busy_util"] / base["busy_util"],
+            f = dict(r, experts_per_region=base["matmul_pcus"] // r["matmul_pcus"],
                      mac_gain=r["mac_util"] / base["mac_util"],
+                     busy_gain=r["busy_util"] / base["busy_util"],
                      slowdown=r["cycles"] / base["cycles"] - 1)
             figures.append(f)
-            experts = base["matmul_pcus"]
             rows.append([tiling, "none" if r["regions"] is None else r["regions"],
-                         experts // r["matmul_pcus"], "ok" if r["ok"] else "MISMATCH",
-                         r["cycles"], f"{100 * f['slowdown']:+.2f} %", f"{r['busy_util']:.3f}",
-                         f"{f['busy_gain']:.2f}", f"{r['mac_util']:.3f}", f"{f['mac_gain']:.2f}",
-                         r["read"], r["alloc"]])
+                         f["experts_per_region"], "ok" if r["ok"] else "MISMATCH", r["cycles"],
+                         f"{100 * f['slowdown']:+.2f} %", f"{r['mac_util']:.3f}",
+                         f"{f['mac_gain']:.2f}", f"{r['busy_util']:.3f}", f"{f['busy_gain']:.2f}",
+                         r["read"], r["onchip"], r["alloc"]])
     out(f"\nconfiguration time-multiplexing, {TM_LAYER}-like layer "
         f"({LAYERS[TM_LAYER][0]}), static tiles of {TM_ROWS}, D={SHAPE['D']} N={SHAPE['N']} "
         f"n={SHAPE['n']}, {results[0]['bytes_per_cycle'] if results else '?'} B/cycle off chip")
     out(table(rows, ["tiling", "regions", "experts/region", "check", "cycles", "slowdown",
-                     "busy util", "busy gain", "MAC util", "MAC gain", "read B", "allocated B"]))
+                     "MAC util", "MAC gain", "busy util", "busy gain", "read B", "on-chip B",
+                     "allocated B"]))
     for tiling, (gain, cost) in TM_PAPER.items():
         out(f"paper ({tiling} tiles, Qwen3 b64): compute utilization x{gain}, {cost} slower")
     return figures
 
 
 def tm_plot(figures, path):
-    """A PNG of the utilization gain and the slowdown against experts per region, the paper's
-    gains drawn as lines; None if matplotlib is missing."""
+    """A PNG against experts per region: the utilization gains (the paper's drawn as lines),
+    the slowdown, and the on-chip bytes used and allocated, each relative to the program
+    without regions (its point drawn apart, a star at 1 expert per region); None if matplotlib
+    is missing."""
     try:
         import matplotlib          # optional: only the plots need it (the dev extra has it)
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    fig, (gain_ax, cost_ax) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4.2))
+    panels = ((axes[0], (("mac_gain", "s--", "MAC cycles"), ("busy_gain", "o-", "busy counters")),
+               "compute utilization / without time-multiplexing"),
+              (axes[1], (("slowdown", "o-", "cycles"),), "cycles / without time-multiplexing - 1"),
+              (axes[2], (("onchip", "o-", "on-chip bytes used"), ("alloc", "s--", "allocated")),
+               "on-chip bytes / without time-multiplexing"))
     for tiling in ("static", "dynamic"):
         fs = [f for f in figures if f["tiling"] == tiling]
         if not fs:
             continue
-        experts = max(f["matmul_pcus"] for f in fs)
-        per = [experts // f["matmul_pcus"] for f in fs]
-        gain_ax.plot(per, [f["busy_gain"] for f in fs], "o-", label=f"{tiling}: busy counters")
-        gain_ax.plot(per, [f["mac_gain"] for f in fs], "s--", label=f"{tiling}: MAC cycles")
-        cost_ax.plot(per, [100 * f["slowdown"] for f in fs], "o-", label=tiling)
-        gain_ax.axhline(TM_PAPER[tiling][0], color="grey", linestyle=":",
-                        label=f"paper, {tiling} (Qwen3 b64)")
-    gain_ax.set_xscale("log", base=2)
-    cost_ax.set_xscale("log", base=2)
-    gain_ax.set_xlabel("experts per matmul region")
-    cost_ax.set_xlabel("experts per matmul region")
-    gain_ax.set_ylabel("compute utilization / without time-multiplexing")
-    cost_ax.set_ylabel("cycles vs without time-multiplexing (%)")
-    gain_ax.set_title(f"MoE {TM_LAYER}-like, static {TM_ROWS}: time-multiplexed experts (RTL)",
-                      fontsize=9)
-    for ax in (gain_ax, cost_ax):
+        base, tm = fs[0], fs[1:]
+        for ax, series, _ in panels:
+            for key, style, what in series:
+                def value(f):
+                    return f[key] / base[key] if key in ("onchip", "alloc") else f[key]
+                line = ax.plot([f["experts_per_region"] for f in tm], [value(f) for f in tm],
+                               style, label=f"{tiling}: {what}")[0]
+                ax.plot(1, value(base), "*", markersize=11, color=line.get_color())
+        axes[0].axhline(TM_PAPER[tiling][0], color="grey", linestyle=":",
+                        label=f"paper, {tiling} tiles (Qwen3 b64)")
+    for ax, _, ylabel in panels:
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("experts per matmul region (star: without)")
+        ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
+    axes[1].yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
+    axes[0].set_title(f"MoE {TM_LAYER}-like, batch 64, static {TM_ROWS}: time-multiplexed "
+                      f"experts (RTL)", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
