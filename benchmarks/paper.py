@@ -4,6 +4,7 @@
     python benchmarks/paper.py --only mixtral   # one layer
     python benchmarks/paper.py --table          # table and plots from the saved results only
     python benchmarks/paper.py --tm             # configuration time-multiplexing sweep, table, plot
+    python benchmarks/paper.py --tm --only qwen3   # the same on the Qwen3-like layer
 
 Each configuration of ``examples/moe.py`` (static tiles of ``rows``, dynamic tiling, bounded
 dynamic tiles of at most ``rows``) runs on a synthetic routing trace (``traces/paper_*.json``,
@@ -28,9 +29,9 @@ The Pareto frontier is taken over the static configurations (cycles vs on-chip b
 dynamic configuration gets the paper's Pareto Improvement Distance :func:`pid`.
 
 ``--tm`` is the configuration time-multiplexing study (issue 10 item 3, section "Configuration
-time-multiplexing" below): the same layer with its experts sharing ``R`` matmul regions
-(``examples/moe.py -p regions=R``), the compute utilization :func:`compute_utilization` and the
-cycles against the program with one region per expert.
+time-multiplexing" below): a layer's experts sharing ``R`` matmul regions (``examples/moe.py -p
+regions=R``; the Mixtral-like layer, or ``--only qwen3``), the compute utilization
+:func:`compute_utilization` and the cycles against the program with one region per expert.
 """
 
 import argparse
@@ -233,10 +234,13 @@ def plot(layer, results, path):
 
 # --- Configuration time-multiplexing (issue 10 item 3) ---------------------------------------
 
-#: The sweep: the Mixtral-like layer in static tiles of 16 rows (its best static point above),
-#: its 8 experts on ``R`` matmul regions; ``None`` is the program without regions (one per
-#: expert, per-expert linear weight loads), the baseline of every ratio.
-TM_LAYER, TM_ROWS, TM_REGIONS = "mixtral", 16, (None, 8, 4, 2, 1)
+#: The sweep: static tiles of 16 rows (the Mixtral-like layer's best static point above), a
+#: layer's experts on ``R`` matmul regions; ``None`` is the program without regions (one per
+#: expert, per-expert linear weight loads), the baseline of every ratio. Layer -> regions; the
+#: Qwen3-like layer (16 experts, half of them idle: the paper's case) with fewer points, its
+#: designs being the largest.
+TM_ROWS = 16
+TM_REGIONS = {"mixtral": (None, 8, 4, 2, 1), "qwen3": (None, 4, 1)}
 
 #: The paper's time-multiplexing figures (``step-paper-notes.md`` 4.3; Qwen3 at batch 64, 128
 #: experts on 128 .. 4 regions): compute utilization gain and the cycles it costs.
@@ -281,12 +285,13 @@ def compute_utilization(res, ref):
             "busy_util": busy / scale, "mac_util": mac / scale}
 
 
-def tm_summarize(results, out=print):
-    """Print the time-multiplexing table against the program without regions; return the rows
-    as dicts (with ``experts_per_region``, ``mac_gain``, ``busy_gain`` and ``slowdown``)."""
+def tm_summarize(layer, results, out=print):
+    """Print ``layer``'s time-multiplexing table against the program without regions; return
+    the rows as dicts (with ``experts_per_region``, ``mac_gain``, ``busy_gain`` and
+    ``slowdown``)."""
     rows, figures = [], []
     for tiling in ("static", "dynamic"):
-        rs = [r for r in results if r["tiling"] == tiling]
+        rs = [r for r in results if r["tiling"] == tiling and r["layer"] == layer]
         base = next((r for r in rs if r["regions"] is None), None)
         if base is None:
             continue
@@ -301,9 +306,9 @@ def tm_summarize(results, out=print):
                          f"{100 * f['slowdown']:+.2f} %", f"{r['mac_util']:.3f}",
                          f"{f['mac_gain']:.2f}", f"{r['busy_util']:.3f}", f"{f['busy_gain']:.2f}",
                          r["read"], r["onchip"], r["alloc"]])
-    out(f"\nconfiguration time-multiplexing, {TM_LAYER}-like layer "
-        f"({LAYERS[TM_LAYER][0]}), static tiles of {TM_ROWS}, D={SHAPE['D']} N={SHAPE['N']} "
-        f"n={SHAPE['n']}, {results[0]['bytes_per_cycle'] if results else '?'} B/cycle off chip")
+    bw = figures[0]["bytes_per_cycle"] if figures else "?"
+    out(f"\nconfiguration time-multiplexing, {layer}-like layer ({LAYERS[layer][0]}), static "
+        f"tiles of {TM_ROWS}, D={SHAPE['D']} N={SHAPE['N']} n={SHAPE['n']}, {bw} B/cycle off chip")
     out(table(rows, ["tiling", "regions", "experts/region", "check", "cycles", "slowdown",
                      "MAC util", "MAC gain", "busy util", "busy gain", "read B", "on-chip B",
                      "allocated B"]))
@@ -312,7 +317,7 @@ def tm_summarize(results, out=print):
     return figures
 
 
-def tm_plot(figures, path):
+def tm_plot(layer, figures, path):
     """A PNG against experts per region: the utilization gains (the paper's drawn as lines),
     the slowdown, and the on-chip bytes used and allocated, each relative to the program
     without regions (its point drawn apart, a star at 1 expert per region); None if matplotlib
@@ -350,7 +355,7 @@ def tm_plot(figures, path):
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     axes[1].yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
-    axes[0].set_title(f"MoE {TM_LAYER}-like, batch 64, static {TM_ROWS}: time-multiplexed "
+    axes[0].set_title(f"MoE {layer}-like, batch 64, static {TM_ROWS}: time-multiplexed "
                       f"experts (RTL)", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -359,23 +364,29 @@ def tm_plot(figures, path):
 
 
 def tm_main(args):
-    """The ``--tm`` sweep (cached per configuration in ``docs/paper/tm_results.json``), its
-    table and plot; 0 if every run is bit-exact."""
+    """The ``--tm`` sweep of the layers ``--only`` names (default: the Mixtral-like one), cached
+    per configuration in ``docs/paper/tm_results.json``; its tables and plots; 0 if every run
+    is bit-exact."""
     path = args.results.parent / "tm_results.json"
     results = json.loads(path.read_text()) if path.exists() else []
-    if not args.table:
-        for regions in TM_REGIONS:
-            if not args.rerun and any(r["regions"] == regions for r in results):
+    layers = args.only or ["mixtral"]
+    for layer in [] if args.table else layers:
+        for regions in TM_REGIONS[layer]:
+            key = (layer, regions)
+            if not args.rerun and any((r["layer"], r["regions"]) == key for r in results):
                 continue
-            print(f"[paper] time-multiplexing: regions {regions} ...", flush=True)
-            r = measure(TM_LAYER, "static", TM_ROWS, regions=regions)
+            print(f"[paper] time-multiplexing: {layer} regions {regions} ...", flush=True)
+            r = measure(layer, "static", TM_ROWS, regions=regions)
             print(f"[paper]   {r}", flush=True)
-            results = [x for x in results if x["regions"] != regions] + [r]
+            results = [x for x in results if (x["layer"], x["regions"]) != key] + [r]
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(results, indent=1) + "\n")
-    figures = tm_summarize(results)
-    png = tm_plot(figures, path.parent / f"moe_{TM_LAYER}_tm.png")
-    print(f"plot: {png}" if png else "plot: matplotlib is not installed (pip install matplotlib)")
+    for layer in layers:
+        figures = tm_summarize(layer, results)
+        if figures:
+            png = tm_plot(layer, figures, path.parent / f"moe_{layer}_tm.png")
+            print(f"plot: {png}" if png else
+                  "plot: matplotlib is not installed (pip install matplotlib)")
     ok = all(r["ok"] for r in results)
     print("\nPASS (every run bit-exact)" if ok else "\nFAIL: a run differs from the reference")
     return 0 if ok else 1
