@@ -5,7 +5,7 @@ token) runs bit-exact in Verilator against the interpreter and NumPy, with and w
 stalls, and reads exactly the symbolic off-chip bytes; the interpreter gives every region count
 the result of the program without regions.
 
-One Verilator build (about 35 s on the shared machine); the stalled run reuses it."""
+One Verilator build (35-75 s on the shared machine, by its load); the stalled run reuses it."""
 
 import importlib.util
 from pathlib import Path
