@@ -126,12 +126,18 @@ class Writer(wiring.Component):
         ready_ok = Signal(name="w_can_go")
         m.d.comb += ready_ok.eq(~self.halt & (~need_alloc | (self.alloc.count != 0))
                                 & (~refs_push | refs_fifo.w_rdy))
+        # A beat is taken without waiting for its checks (they are not on the path into the
+        # writer's registers): a beat over a bound or ending the stream in an open buffer is
+        # taken, raises the error and halts the PMU from the next cycle; only what others see
+        # of it (its reference, the buffer's descriptor and pending bit) waits for the checks.
         fault = Signal(name="w_fault")
         m.d.comb += fault.eq(i0.valid & ready_ok & (over | unclosed))
         raise_error(m, self.status, ErrorCode.OVER_BOUND, fault & over)
         raise_error(m, self.status, ErrorCode.UNCLOSED_BUFFER, fault & ~over & unclosed)
         fire = Signal(name="w_fire")
-        m.d.comb += [fire.eq(i0.valid & ready_ok & ~over & ~unclosed), i0.ready.eq(fire)]
+        good = Signal(name="w_fire_checked")
+        m.d.comb += [fire.eq(i0.valid & ready_ok), i0.ready.eq(fire),
+                     good.eq(fire & ~over & ~unclosed)]
 
         # -- where it goes ---------------------------------------------------------------------
         new_blk = Signal(idw, name="w_new_block")
@@ -172,7 +178,7 @@ class Writer(wiring.Component):
             self.desc_wr.data.len.eq(len_n),
             self.desc_wr.data.nblk.eq(nblk_n),
             self.desc_wr.data.full.eq(elems_n == pmu.max_entries),
-            self.desc_wr.en.eq(fire & closes),
+            self.desc_wr.en.eq(good & closes),
         ]
         ref_beat = Signal(refs_layout, name="w_ref_beat")
         m.d.comb += [
@@ -181,9 +187,9 @@ class Writer(wiring.Component):
             ref_beat.stop.eq(Mux(closes, s - b, 0)),
             ref_beat.last.eq(p.last),
             refs_fifo.w_data.eq(ref_beat),
-            refs_fifo.w_en.eq(fire & refs_push),
+            refs_fifo.w_en.eq(good & refs_push),
         ]
-        with m.If(fire & closes):
+        with m.If(good & closes):
             m.d.comb += self.pend_set.bit_select(head_n, 1).eq(1)
 
         with m.If(fire):
