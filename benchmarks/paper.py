@@ -133,8 +133,7 @@ def measure(layer, tiling, rows, *, trace=None, seed=0, stall=False, config=MACH
     data = pf.data(program, seed=seed, trace=trace)
     tensors, inputs = data["tensors"], data["inputs"]
     t0 = time.perf_counter()
-    res = run_rtl(program, tensors, inputs, config=config, stall=stall,
-                  depths=merged_flag_depths(program))
+    res = run_rtl(program, tensors, inputs, config=config, stall=stall)
     wall = time.perf_counter() - t0
     if res.status != "done":
         raise SystemExit(deadlock_report(res) if res.status == "deadlock" else error_report(res))
@@ -245,21 +244,6 @@ TM_REGIONS = {"mixtral": (None, 8, 4, 2, 1), "qwen3": (None, 4, 1)}
 #: The paper's time-multiplexing figures (``step-paper-notes.md`` 4.3; Qwen3 at batch 64, 128
 #: experts on 128 .. 4 regions): compute utilization gain and the cycles it costs.
 TM_PAPER = {"static": (2.64, "< 1 %"), "dynamic": (2.51, "about 5 %")}
-
-
-def merged_flag_depths(program):
-    """Depth ``2 x rows`` for the padding flags of a time-multiplexed region (the Reassemble
-    that puts its experts' flags in the merge's order, into the Filter after the matmul).
-
-    The units after the EagerMerge (Promote, AddrGen, RepeatStatic, RetileStreamify) hold an
-    element whose beat carries no stop until the next beat shows whether a stop or ``Done``
-    follows (``hdl/retile.py``, ``hdl/promote.py``), and the merge's selector is a rank-0 stream
-    with no stops: a merged tile waits for the next one. Meanwhile its ``rows`` flags must be
-    able to leave the Reassemble; with the lowering's depth (2) they fill the expert's flag FIFO,
-    block its Reshape and Partition, and the next tile never forms: the Mixtral-like layer
-    deadlocks in Verilator on 1, 2 and 4 regions. Empty for a program without regions."""
-    return {node.outputs[0]: 2 * node.inputs[0].node.chunk for node in program.nodes
-            if node.op == "Reassemble" and all(s.node.op == "Reshape" for s in node.inputs[:-1])}
 
 
 def compute_utilization(res, ref):

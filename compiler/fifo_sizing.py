@@ -233,35 +233,67 @@ def reconvergences(program, timing):
             mine, my_paths = reach[i]
             # the fork never pushes more than the branch's whole stream into it
             cap = _max_beats(program, o) - buffer
-            joins = set()
+            met = set()
             for j, (other, other_paths) in enumerate(reach):
                 if i == j:
                     continue
                 meets = set(mine) & set(other)
+                met |= meets
                 later = set().union(*(downstream(m, cons) for m in meets)) if meets else set()
-                joins |= meets - later
-                for meet in sorted(meets - later, key=lambda n: n.name):
+                for meet in sorted(meets, key=lambda n: n.name):
+                    theirs, paths = other_paths[meet], my_paths[meet]
                     H, Hx = other[meet][1], other[meet][2]
-                    C, Cx = chunk_beats(meet, [p for p, _, _ in other_paths[meet]])
-                    if C > H:
-                        H, Hx = C, Cx
-                    skew = max(_path_latency(p, timing) for p, _, _ in other_paths[meet])
-                    # beats arrive no faster than the slowest unit on the branches lets them
-                    slow = max([_interval(p, meet, timing) for p, _, _ in other_paths[meet]]
-                               + [_interval(p, meet, timing) for p, _, _ in my_paths[meet]])
-                    for path, h, hx in my_paths[meet]:
-                        beats = min(H - h - buffer, cap)
-                        full = beats + -(-max(skew - _path_latency(path, timing), 0) // slow)
-                        # never more than the first rule's hold + 2, which runs at full rate
-                        full = min(full, max(H - h + 2, beats), cap)
-                        if full <= 0:
+                    if meet in later:
+                        # a later join counts where the other branch reaches it without meeting
+                        # this one first (a tile held past an EagerMerge meets its padding flags
+                        # at the Filter, not at the Reassemble its selector reaches), and only
+                        # the FIFOs before that first meeting hold for this branch: past it, a
+                        # FIFO also carries what the meeting node takes from others first
+                        theirs = [p for p in theirs if not any(s.node in meets for s in p[0][1:])]
+                        if not theirs:
                             continue
-                        needs.append(Need(node, meet, o, path, max(beats, 0),
-                                          sympy.simplify(Hx - hx), full, other_paths[meet][0][0],
-                                          _why(node, o, meet, other_paths[meet][0][0], H, Hx)))
+                        _, H, Hx = max(theirs, key=lambda p: p[1])
+                        paths = _before(paths, meets)
+                    needs.extend(_join_needs(node, o, meet, theirs, paths, H, Hx, buffer, cap,
+                                             timing))
             if isinstance(node, _SELECTIVE):
-                for meet in sorted(joins, key=lambda n: n.name):
-                    needs.extend(routed_needs(program, node, o, meet, my_paths[meet], timing))
+                # a routed branch's path ends where it first meets another branch: past that
+                # node (an EagerMerge, a Reassemble), what it carries is the join's own stream
+                for meet in sorted(met, key=lambda n: n.name):
+                    first = [p for p in my_paths[meet] if not any(s.node in met for s in p[0][1:])]
+                    needs.extend(routed_needs(program, node, o, meet, first, timing))
+    return needs
+
+
+def _before(paths, meets):
+    """``paths`` (``(path, hold, expr)``) cut before the first node of ``meets`` on each, without
+    repeats."""
+    out = {}
+    for path, h, hx in paths:
+        k = next((k for k, s in enumerate(path[1:], 1) if s.node in meets), len(path))
+        out.setdefault(tuple(path[:k]), (list(path[:k]), h, hx))
+    return list(out.values())
+
+
+def _join_needs(fork, branch, join, theirs, mine, H, Hx, buffer, cap, timing):
+    """The :class:`Need` of every path ``mine`` of ``branch`` (an output of ``fork``) to
+    ``join``, where another branch (its paths ``theirs``) swallows ``H`` (``Hx``) beats first."""
+    C, Cx = chunk_beats(join, [p for p, _, _ in theirs])
+    if C > H:
+        H, Hx = C, Cx
+    skew = max(_path_latency(p, timing) for p, _, _ in theirs)
+    # beats arrive no faster than the slowest unit on the branches lets them
+    slow = max(_interval(p, join, timing) for p, _, _ in theirs + mine)
+    needs = []
+    for path, h, hx in mine:
+        beats = min(H - h - buffer, cap)
+        full = beats + -(-max(skew - _path_latency(path, timing), 0) // slow)
+        # never more than the first rule's hold + 2, which runs at full rate
+        full = min(full, max(H - h + 2, beats), cap)
+        if full <= 0:
+            continue
+        needs.append(Need(fork, join, branch, path, max(beats, 0), sympy.simplify(Hx - hx), full,
+                          theirs[0][0], _why(fork, branch, join, theirs[0][0], H, Hx)))
     return needs
 
 

@@ -39,9 +39,9 @@ selector). Without ``regions`` every expert has its own region and its own ``W{e
 program above, unchanged); ``data`` gives the same values either way, so the results are
 identical. Static tiles only for now: each expert's dynamic or bounded tile has a row count
 symbol of its own, and EagerMerge refuses inputs of different element types (``docs/paper.md``,
-"Configuration time-multiplexing"). A merged tile waits in the region for the next one (the
-selector carries no stop to say that none follows), so its padding flags need a FIFO of a
-tile's rows after the Reassemble (``benchmarks/paper.py``, ``merged_flag_depths``).
+"Configuration time-multiplexing"). A merged tile waits in the region for the next ones (the
+selector carries no stop to say that none follows), so an expert's padding flags wait before the
+Reassemble that orders them; the lowering sizes their FIFO for it (``docs/perf.md``, "Routing").
 """
 
 import numpy as np

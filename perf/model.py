@@ -27,11 +27,15 @@ __all__ = ["PerfResult", "predict", "predict_program", "needs_run", "data_stream
 
 class Deadlock(Exception):
     """The model's schedule does not settle: some beat waits, through full and empty FIFOs, on
-    itself. ``edges`` lists the FIFOs on the wait (name, depth, beats)."""
+    itself. ``edges`` lists the FIFOs whose beats never settle (name, depth, beats); ``full``
+    and ``empty`` name those stuck full (their producer waits for room) and empty (their
+    consumer waits for a beat), each as ``(name, depth, beats, pushed, popped)``: the beats
+    that move before the deadlock."""
 
-    def __init__(self, message, edges=()):
+    def __init__(self, message, edges=(), full=(), empty=()):
         super().__init__(message)
         self.edges = list(edges)
+        self.full, self.empty = list(full), list(empty)
 
 
 @dataclass
@@ -162,6 +166,32 @@ def _settle(edges, actors, mem, max_rounds=None):
     return None if r is None else rounds + r
 
 
+def _deadlock(edges, actors, shown=6):
+    """The :class:`Deadlock` of a schedule that does not settle. The beats on the wait grow
+    with every round: a beat whose push (pop) time still changes over some more rounds never
+    happens, so the beats before the first such one are what each FIFO pushed (popped)."""
+    before = {name: (e.P, e.C) for name, e in edges.items()}     # replaced, never written
+    solve(actors, 2 * len(actors) + 40)
+    stuck = []
+    for name, e in edges.items():
+        P, C = before[name]
+        pushed = next(iter(np.nonzero(P != e.P)[0]), e.n)
+        popped = next(iter(np.nonzero(C != e.C)[0]), e.n)
+        if min(pushed, popped) < e.n:
+            stuck.append((name, e.depth, e.n, int(pushed), int(popped)))
+    full = [s for s in stuck if s[3] - s[4] >= s[1]]
+    # the empty FIFOs that moved the most beats first: the wait's front, not what lies behind it
+    empty = sorted((s for s in stuck if s[3] == s[4]), key=lambda s: -s[3])
+
+    def names(found, what):
+        listed = ", ".join(f"{n} (holds {p - c} of {d}; {p} of {b} beats pushed)"
+                           for n, d, b, p, c in found[:shown])
+        more = f" and {len(found) - shown} more" if len(found) > shown else ""
+        return f"; {what}: {listed}{more}" if found else ""
+    return Deadlock("the schedule does not settle: a deadlock" + names(full, "full")
+                    + names(empty, "empty"), [s[:3] for s in stuck], full, empty)
+
+
 def predict(hw, ref=None, *, timing=None, depths=None, max_rounds=None):
     """Predict the Verilated run of ``hw`` (module doc).
 
@@ -187,9 +217,7 @@ def predict(hw, ref=None, *, timing=None, depths=None, max_rounds=None):
     edges, actors, mem = build(hw, ref, tm, depths)
     rounds = _settle(edges, actors, mem, max_rounds)
     if rounds is None:
-        stuck = [e for e in edges.values() if e.n and e.P.max() > 1 << 30]
-        raise Deadlock("the schedule does not settle: a deadlock", [
-            (e.name, e.depth, e.n) for e in stuck])
+        raise _deadlock(edges, actors)
     by_name = {getattr(a, "name", None): a for a in actors}
     ends = [a.end() for u in hw.units if u.sink for a in [by_name.get(u.name)] if a is not None]
     ends = [x for x in ends if x is not None]

@@ -83,3 +83,53 @@ def test_the_skewed_routing_runs_bit_exact_in_verilator():
     ref = run(program, tensors=tensors, inputs=inputs)
     assert np.array_equal(ref.tensors["Y"], pf.reference(program, tensors, inputs)["Y"])
     assert np.array_equal(res.tensors["Y"], ref.tensors["Y"])
+
+
+# --- time-multiplexed regions (examples/moe.py -p regions=R): the perf model only, fast ------
+
+def _tm(routing, **params):
+    pf = load(EXAMPLES / "moe.py")
+    program = pf.build(**dict(dict(D=4, N=4, n=4, k=1, tiling="static", rows=4), **params))
+    return program, pf.data(program, seed=5, trace={"routing": routing})
+
+
+def _predict(program, data, depths=None):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        hw = lower(program, depths=depths)
+    return hw, predict(hw, run(hw.program, data["tensors"], data["inputs"], keep_edges=True))
+
+
+def test_a_shared_region_does_not_deadlock_on_the_worst_routing():
+    # two experts on one region; tokens 0 and 23 to expert 1, the 22 between them to expert 0.
+    # The model replays the interpreter's merge order (round-robin): the merge waits for expert
+    # 1's tile, which closes only with token 23, so expert 0's padding flags must all wait before
+    # the Reassemble that puts them in the merge's order
+    T = 24
+    program, data = _tm([[1]] + [[0]] * (T - 2) + [[1]], T=T, E=2, regions=1)
+    hw, res = _predict(program, data)
+    assert hw.deadlocks == [] and res.cycles > 0
+    assert _edges(hw)["Reshape_0.flags"].depth >= T - 2
+    # the depths the lowering gave before: reported statically, and the model names the FIFOs
+    old = {s: d for s in program.streams for n, d in (("Partition_0.out0", 2),
+                                                        ("Reshape_0.flags", 6)) if s.name == n}
+    with pytest.raises(Deadlock, match=r"full: .*Reshape_0\.flags \(holds 6 of 6; 8 of 24 beats "
+                                       r"pushed\).*; empty: ") as e:
+        _predict(program, data, old)
+    assert ("Reshape_0.flags", 6, 24) in e.value.edges
+    assert any(f[0] == "Reshape_0.flags" for f in e.value.full)
+    with pytest.warns(UserWarning, match="would be stuck"):
+        pinned = lower(program, depths=old)
+    assert any("Partition_0 routes by data" in f and "to Reassemble_0 holds 8 elements" in f
+               for f in pinned.deadlocks)
+
+
+@pytest.mark.parametrize("regions", [1, 2])
+def test_a_merged_tile_held_for_the_next_ones_does_not_block_its_flags(regions):
+    # tests/test_paper_tm.py's program: the units after the merge hold a tile until the next ones
+    # arrive, so one expert's padding flags of several tiles wait before the Reassemble; the
+    # model deadlocked here with the lowering's depths before (paper_mixtral_t8_e4_top2)
+    routing = [[2, 3], [0, 3], [2, 3], [0, 3], [2, 3], [2, 3], [0, 3], [0, 3]]
+    program, data = _tm(routing, T=8, E=4, k=2, regions=regions)
+    hw, res = _predict(program, data)
+    assert hw.deadlocks == [] and res.cycles > 0
