@@ -324,6 +324,19 @@ def _check_size(program, config):
 TILE_PADDING_BYTES = 1024
 
 
+def _tensor_tiles(program):
+    """``(tensor, (rows, cols))`` of every off-chip operator: the tile it moves (a store's is
+    its input's element)."""
+    for node in program.nodes:
+        tensor, tile = getattr(node, "tensor", None), getattr(node, "tile", None)
+        if tensor is None:
+            continue
+        if tile is None:
+            t = node.inputs[-1].dtype
+            tile = (t.rows, t.cols)
+        yield tensor, tuple(tile)
+
+
 def tensor_layouts(program, word, lanes):
     """How each tensor that off-chip operators move is laid out in memory, by name.
 
@@ -342,14 +355,8 @@ def tensor_layouts(program, word, lanes):
     layout is invisible to a program.
     """
     tiles = {}
-    for node in program.nodes:
-        tensor, tile = getattr(node, "tensor", None), getattr(node, "tile", None)
-        if tensor is None:
-            continue
-        if tile is None:
-            t = node.inputs[-1].dtype
-            tile = (t.rows, t.cols)
-        tiles.setdefault(tensor.name, (tensor, []))[1].append(tuple(tile))
+    for tensor, tile in _tensor_tiles(program):
+        tiles.setdefault(tensor.name, (tensor, []))[1].append(tile)
     layouts = {}
     for name, (tensor, shapes) in tiles.items():
         (rows, cols), (tr, tc) = tensor.shape, shapes[0]
@@ -440,13 +447,7 @@ def lower(program, config=None, *, depths=None, memory_slack_bytes=0, tiling="au
     # Memory words: the largest size that divides a channel's bytes per cycle and every tile row
     # the program moves, so every tile row is whole words.
     word = config.mem_bytes_per_channel
-    for node in program.nodes:
-        tensor, tile = getattr(node, "tensor", None), getattr(node, "tile", None)
-        if tensor is None:
-            continue
-        if tile is None:
-            t = node.inputs[-1].dtype
-            tile = (t.rows, t.cols)
+    for tensor, tile in _tensor_tiles(program):
         word = math.gcd(word, tile[1] * tensor.dtype.nbytes)
     # Memory map: tensors first, then host streams, each aligned to a line.
     probe = MemoryGeometry.from_config(config, 1 << 20, word_bytes=word)

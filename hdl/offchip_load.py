@@ -86,7 +86,7 @@ class _TileFetcher(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         p, g = self.placement, self.placement.geometry
-        K, L, T = self.buffer_tiles, g.lanes, p.tile_words
+        K, T = self.buffer_tiles, p.tile_words
         cmd, out, mem = self.cmd, self.out, self.mem
         stop_bits = stop_width(self.rank)
 

@@ -48,3 +48,23 @@ def run_op(build, *inputs, dtype=Index(), shapes=None):
         p.output(s, f"y{j}")
     res = run(p, inputs=data)
     return [res.outputs[f"y{j}"] for j in range(len(outs))]
+
+
+def rtl_against_reference(pf, program, tensors, inputs, *, stall=False):
+    """Run ``program`` in Verilator and in the interpreter; fail with the deadlock or error
+    report, else check that both give the program file's reference ``Y``. Returns ``(rtl
+    result, interpreter result)``."""
+    import numpy as np
+    import pytest
+
+    from stepforge.sim.rtl import deadlock_report, error_report, run_rtl
+    res = run_rtl(program, tensors, inputs, stall=stall)
+    if res.status == "deadlock":
+        pytest.fail(deadlock_report(res))
+    assert res.status == "done", error_report(res)
+    ref = run(program, tensors=tensors, inputs=inputs)
+    want = pf.reference(program, tensors, inputs)["Y"]
+    assert res.tensors["Y"].dtype == ref.tensors["Y"].dtype == want.dtype
+    assert np.array_equal(ref.tensors["Y"], want)
+    assert np.array_equal(res.tensors["Y"], want)
+    return res, ref

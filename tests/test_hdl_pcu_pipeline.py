@@ -140,6 +140,14 @@ def test_an_unsafe_schedule_reads_the_next_beat(monkeypatch):
 MAC = F.function(lambda acc, a, w: acc + F.matmul(a, w))
 
 
+def _mac_streams(data, at, wt, rank):
+    """Two lock-step ragged rank-``rank`` streams of ``at`` and ``wt`` tiles (empty fibres and
+    fibres of one beat included), drawn from ``data``."""
+    tensors = data.draw(ragged(rank, elems=st.tuples(tiles(at), tiles(wt)), max_size=3))
+    a, w = split_pairs(tensors, rank)
+    return from_nested(a, rank), from_nested(w, rank)
+
+
 @settings(deadline=None, max_examples=EXAMPLES)
 @given(st.sampled_from([(2, 2, 2), (1, 4, 4), (4, 4, 4), (2, 3, 2)]), st.sampled_from([3, 5, 8, 16]),
        st.sampled_from([int8, int16]), st.sampled_from(["accum", "scan"]),
@@ -153,9 +161,7 @@ def test_ice40_accumulators(mkn, mults, dtype, mode, fill, rank_b, data, valid_p
     m_, k, n = mkn
     rank, b = rank_b
     at, wt = Tile(dtype, m_, k), Tile(dtype, k, n)
-    tensors = data.draw(ragged(rank, elems=st.tuples(tiles(at), tiles(wt)), max_size=3))
-    a, w = split_pairs(tensors, rank)
-    ta, tw = from_nested(a, rank), from_nested(w, rank)
+    ta, tw = _mac_streams(data, at, wt, rank)
     init = F.full(Tile(int32, m_, n), fill)
     dut = PCU(MAC, [at, wt], rank, mode=mode, init=init, b=b, multipliers=mults, family="ice40")
     node = next(iter(dut._nodes.values()))
@@ -280,9 +286,7 @@ def test_accum_without_spare_is_exact_on_any_stream(mkn, mults, family, rank_b, 
     m_, k, n = mkn
     rank, b = rank_b
     at, wt = Tile(int8, m_, k), Tile(int8, k, n)
-    tensors = data.draw(ragged(rank, elems=st.tuples(tiles(at), tiles(wt)), max_size=3))
-    a, w = split_pairs(tensors, rank)
-    ta, tw = from_nested(a, rank), from_nested(w, rank)
+    ta, tw = _mac_streams(data, at, wt, rank)
     init = F.zeros(Tile(int32, m_, n))
     dut = PCU(MAC, [at, wt], rank, mode="accum", init=init, b=b, multipliers=mults,
               family=family, emit_spacing=2)

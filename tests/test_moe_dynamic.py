@@ -8,13 +8,10 @@ reuses its build."""
 
 from pathlib import Path
 
-import numpy as np
-import pytest
-
 from stepforge.compiler.metrics import bind, metrics
 from stepforge.loader import load
-from stepforge.sim.ref.interpreter import run
-from stepforge.sim.rtl import deadlock_report, error_report, run_rtl
+
+from .helpers import rtl_against_reference
 
 MOE = Path(__file__).resolve().parent.parent / "examples" / "moe.py"
 
@@ -24,15 +21,7 @@ def check(params, routing, *, stall=False, seed=3):
     program = pf.build(tiling="dynamic", **params)
     data = pf.data(program, seed=seed, trace={"routing": routing})
     tensors, inputs = data["tensors"], data["inputs"]
-    res = run_rtl(program, tensors, inputs, stall=stall)
-    if res.status == "deadlock":
-        pytest.fail(deadlock_report(res))
-    assert res.status == "done", error_report(res)
-    ref = run(program, tensors=tensors, inputs=inputs)
-    want = pf.reference(program, tensors, inputs)["Y"]
-    assert res.tensors["Y"].dtype == ref.tensors["Y"].dtype == want.dtype
-    assert np.array_equal(ref.tensors["Y"], want)
-    assert np.array_equal(res.tensors["Y"], ref.tensors["Y"])
+    res, ref = rtl_against_reference(pf, program, tensors, inputs, stall=stall)
     m = metrics(program).subs(bind(program, ref.trace))
     assert res.tensor_bytes_read == m.offchip_read
     assert res.tensor_bytes_written == m.offchip_write

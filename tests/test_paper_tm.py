@@ -16,7 +16,8 @@ import pytest
 from stepforge.compiler.metrics import bind, metrics
 from stepforge.loader import ProgramError, load
 from stepforge.sim.ref.interpreter import run
-from stepforge.sim.rtl import deadlock_report, error_report, run_rtl
+
+from .helpers import rtl_against_reference
 
 ROOT = Path(__file__).resolve().parent.parent
 MOE = ROOT / "examples" / "moe.py"
@@ -69,14 +70,7 @@ def test_two_regions_bit_exact_in_verilator(stall):
     assert TRACE["statistics"]["tokens_per_expert"] == [4, 0, 4, 8]   # expert 1 gets no token
     pf = load(MOE)
     program, tensors, inputs = _build(pf, regions=2)
-    res = run_rtl(program, tensors, inputs, stall=stall)
-    if res.status == "deadlock":
-        pytest.fail(deadlock_report(res))
-    assert res.status == "done", error_report(res)
-    ref = run(program, tensors=tensors, inputs=inputs)
-    want = pf.reference(program, tensors, inputs)["Y"]
-    assert np.array_equal(ref.tensors["Y"], want)
-    assert np.array_equal(res.tensors["Y"], want)
+    res, ref = rtl_against_reference(pf, program, tensors, inputs, stall=stall)
     m = metrics(program).subs(bind(program, ref.trace))
     D, N = PARAMS["D"], PARAMS["N"]
     # X once; each expert's [D, N] weight once per padded tile of 4 tokens: 1 + 0 + 1 + 2
