@@ -22,7 +22,14 @@ Every stream of a lowered program becomes a FIFO. Three things decide how deep i
   (Reassemble, in element order) on one element of a branch while every other element, up to
   a branch's bound, goes to another branch: every path of a router's branch to the join must
   hold the branch's whole stream, counted in its elements (a FIFO of ``r``-row tiles holds
-  ``r`` per entry; what the units keep counts too). :func:`routed_needs`.
+  ``r`` per entry; what the units keep counts too), up to the first node on that path where
+  it meets another branch (an EagerMerge, or a Reassemble ordered by the merge's selector).
+  :func:`routed_needs`.
+* **Later joins.** A node downstream of where a fork's branches first meet is a join too when
+  another branch reaches it without meeting first (a tile held past an EagerMerge by the
+  look-ahead units meets its padding flags at the Filter, not at the Reassemble the merge's
+  selector reaches); only the FIFOs before the first meeting count, since past it a FIFO also
+  carries what the meeting node took from other inputs first.
 
 The fork never pushes more than a branch's whole stream into it, so no need exceeds that.
 The rule stepforge used first (``fifo_depth`` everywhere, ``fifo_depth + hold`` on each branch
