@@ -212,14 +212,21 @@ def decode_readback(program, hw, readback, csrs):
 
 
 def run_rtl(program, tensors=None, inputs=None, *, config=None, depths=None, stall=False,
-            watchdog=10_000, max_cycles=50_000_000, waves=False, workdir=None, progress=None):
-    """Compile, build and run ``program`` in Verilator; return an :class:`RTLResult`."""
+            watchdog=10_000, max_cycles=50_000_000, waves=False, workdir=None, progress=None,
+            compiled=None):
+    """Compile, build and run ``program`` in Verilator; return an :class:`RTLResult`.
+
+    ``compiled`` is what :func:`compile_program` returned for this ``program`` object (with
+    ``config`` and ``depths``), to run it again without converting it again (a run under
+    stalls after one without: the same Verilog, the same Verilator build)."""
     say = progress or (lambda msg: None)
     tensors, inputs = dict(tensors or {}), dict(inputs or {})
     timings = {}
     t0 = time.perf_counter()
-    say("lowering and converting to Verilog")
-    hw, system, text = compile_program(program, config, depths=depths)
+    if compiled is None:
+        say("lowering and converting to Verilog")
+        compiled = compile_program(program, config, depths=depths)
+    hw, system, text = compiled
     timings["compile"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     say(f"building with Verilator ({len(text.splitlines())} lines of Verilog)")

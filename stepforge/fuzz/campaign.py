@@ -164,13 +164,14 @@ def campaign(count, seed=0, *, stall=False, rtl=True, data_seeds=1, out_dir="fuz
         modes = [(d, False) for d in range(data_seeds)]
         if stall and rtl:
             modes += [(d, True) for d in range(data_seeds)]
+        design = {}     # the program's Verilog, converted once for all its runs
         for data_seed, stalled in modes:
             t1 = time.perf_counter()
             ref = interpret(fp, data_seed)
             t1 = time.perf_counter() - t1
             with quiet(log):
                 out = check(fp, data_seed=data_seed, stall=stalled, rtl=rtl, watchdog=watchdog,
-                            ref=ref)
+                            ref=ref, design=design)
             out.seconds["interpret"] = t1
             summary.runs[out.kind] += 1
             _record(out_dir, {"seed": s, "data_seed": data_seed, "stall": stalled,

@@ -17,7 +17,7 @@ from ..compiler.errors import LoweringError, StepError, StepRuntimeError
 from ..hdl.unit import ErrorCode
 from ..runner import _tokens_equal
 from ..sim.ref.interpreter import run
-from ..sim.rtl import deadlock_report, error_report, run_rtl
+from ..sim.rtl import compile_program, deadlock_report, error_report, run_rtl
 from .data import random_data
 
 __all__ = ["Outcome", "check", "KINDS", "FAILURES"]
@@ -102,7 +102,7 @@ def compare(program, ref, res, hw_ref):
 
 
 def check(fp, *, data_seed=0, stall=False, rtl=True, watchdog=10_000, max_cycles=2_000_000,
-          ref=None):
+          ref=None, design=None):
     """Run ``fp`` and classify the result; see :data:`KINDS`.
 
     Parameters
@@ -116,6 +116,10 @@ def check(fp, *, data_seed=0, stall=False, rtl=True, watchdog=10_000, max_cycles
         Also run in Verilator (else the interpreter only).
     ref : tuple, optional
         A previous :func:`interpret` of the same program and data seed, to reuse.
+    design : dict, optional
+        Where the program's hardware build is kept between the runs of one program (its built
+        program and :func:`~stepforge.sim.rtl.compile_program`'s result, filled by the first
+        run): a run under stalls reuses the Verilog of the run without.
     """
     t0 = time.perf_counter()
     program, data, ref = ref or interpret(fp, data_seed)
@@ -126,10 +130,14 @@ def check(fp, *, data_seed=0, stall=False, rtl=True, watchdog=10_000, max_cycles
     if not rtl:
         return Outcome("pass", seconds=seconds)
     t0 = time.perf_counter()
+    design = {} if design is None else design
     try:
-        hw_program = fp.build()
+        if "program" not in design:
+            built = fp.build()
+            design.update(compiled=compile_program(built), program=built)
+        hw_program = design["program"]
         res = run_rtl(hw_program, data["tensors"], data["inputs"], stall=stall, watchdog=watchdog,
-                      max_cycles=max_cycles)
+                      max_cycles=max_cycles, compiled=design["compiled"])
     except LoweringError as e:
         out = _exception("unsupported", e)
         out.seconds = seconds
