@@ -37,9 +37,10 @@ Accum multiplies, and the same selector routes the rows back to their expert (Pa
 the padded rows are dropped (the padding flags follow the tiles by a Reassemble on that
 selector). Without ``regions`` every expert has its own region and its own ``W{e}`` (the
 program above, unchanged); ``data`` gives the same values either way, so the results are
-identical. Static tiles only for now: each expert's dynamic or bounded tile has a row count
-symbol of its own, and EagerMerge refuses inputs of different element types (``docs/paper.md``,
-"Configuration time-multiplexing"). A merged tile waits in the region for the next ones (the
+identical. With every tiling: each expert's dynamic or bounded tile has a row count symbol of
+its own, and the EagerMerge gives the merged tiles a fresh ragged row count bounded by the
+largest (``docs/routing.md``, decision 7; ``docs/paper.md``, "Configuration
+time-multiplexing"). A merged tile waits in the region for the next ones (the
 selector carries no stop to say that none follows), so an expert's padding flags wait before the
 Reassemble that orders them; the lowering sizes their FIFO for it (``docs/perf.md``, "Routing").
 """

@@ -20,10 +20,10 @@ The decisions taken where the spec is silent are listed in ``docs/routing.md``.
 
 import sympy
 
-from ..dims import dim_eq, fmt_shape, product
+from ..dims import dim_eq, fmt_shape, is_static, product
 from ..errors import StepShapeError, StepTypeError
 from ..graph import Node, Stream
-from ..types import Select
+from ..types import Select, Tile
 
 __all__ = ["Partition", "Reassemble", "EagerMerge", "Broadcast", "Parallelize"]
 
@@ -61,21 +61,55 @@ def _stream_list(node_cls_name, streams):
     return list(streams)
 
 
-def _check_same_inner(node, streams, b):
-    """Every stream has rank ``b``, the element type of ``in0`` and its ``b`` inner dims."""
+def _check_same_inner(node, streams, b, *, ragged_rows=False):
+    """Every stream has rank ``b``, the element type of ``in0`` and its ``b`` inner dims.
+
+    With ``ragged_rows`` (EagerMerge), dynamic tiles whose row counts differ are accepted when
+    :func:`_merged_rows_bound` admits them.
+    """
     first = streams[0]
     for i, s in enumerate(streams):
         if s.rank != b:
             raise node._err(StepShapeError, f"in{i}", f"must be a rank-{b} stream (one chunk per "
                             f"tensor), got rank {s.rank}: in0 {fmt_shape(first.shape)} vs in{i} "
                             f"{fmt_shape(s.shape)}")
-        if s.dtype != first.dtype:
-            raise node._err(StepTypeError, f"in{i}", f"must carry the element type of in0: in0 "
-                            f"{first.dtype!r} {fmt_shape(first.shape)} vs in{i} {s.dtype!r} "
-                            f"{fmt_shape(s.shape)}")
+        if s.dtype != first.dtype and not (ragged_rows and _rows_differ_only(first.dtype,
+                                                                              s.dtype)):
+            why = ", or a dynamic tile of its dtype and columns" if ragged_rows else ""
+            raise node._err(StepTypeError, f"in{i}", f"must carry the element type of in0{why}: "
+                            f"in0 {first.dtype!r} {fmt_shape(first.shape)} vs in{i} "
+                            f"{s.dtype!r} {fmt_shape(s.shape)}")
         if not all(dim_eq(a, c) for a, c in zip(s.shape[1:], first.shape[1:])):
             raise node._err(StepShapeError, f"in{i}", f"must have the inner dimensions of in0: in0 "
                             f"{fmt_shape(first.shape)} vs in{i} {fmt_shape(s.shape)}")
+
+
+def _rows_differ_only(a, c):
+    """Whether ``a`` and ``c`` are tiles of one dtype and column count, both with a dynamic
+    (symbolic) row count."""
+    return (isinstance(a, Tile) and isinstance(c, Tile) and a.dtype == c.dtype
+            and dim_eq(a.cols, c.cols) and not is_static(a.rows) and not is_static(c.rows))
+
+
+def _merged_elem(node, streams):
+    """EagerMerge's output element type: the inputs' common one, or a tile whose row count is a
+    fresh ragged symbol bounded by the largest input bound (StepTypeError on the first input
+    whose row count has no bound)."""
+    first = streams[0].dtype
+    if all(s.dtype == first for s in streams):
+        return first
+    symbols = node.program.symbols
+    bounds = []
+    for i, s in enumerate(streams):
+        bound = symbols.bound(s.dtype.rows)
+        if bound is None:
+            raise node._err(StepTypeError, f"in{i}", f"merges tiles of different row counts, so "
+                            f"every row count needs a bound: in{i} {s.dtype!r} "
+                            f"{fmt_shape(s.shape)} has none (in0 {first!r} "
+                            f"{fmt_shape(streams[0].shape)})")
+        bounds.append(bound)
+    rows = symbols.fresh("EM", ragged=True, bound=max(bounds), origin=node.name)
+    return Tile(first.dtype, rows, first.cols)
 
 
 class _Fanout:
@@ -219,15 +253,18 @@ class EagerMerge(Node):
     Parameters
     ----------
     streams : list of Stream, or a multi-output node
-        ``n`` rank-``b`` streams ``[D^i_b, D_{b-1}..D_0]`` of one element type and equal inner
-        dimensions.
+        ``n`` rank-``b`` streams ``[D^i_b, D_{b-1}..D_0]`` of equal inner dimensions and one
+        element type, or of tiles that differ only in a bounded dynamic row count (one dtype
+        and column count, every row count symbolic and bounded).
     b : int
         Chunk rank (``>= 0``).
 
     Outputs
     -------
     data
-        ``[sum_i D^i_b, D_{b-1}..D_0]``: the chunks, unchanged (each closed by ``S_b``).
+        ``[sum_i D^i_b, D_{b-1}..D_0]``: the chunks, unchanged (each closed by ``S_b``). Tiles
+        of different row counts become ``Tile(dtype, EM_k, cols)``, ``EM_k`` a fresh ragged
+        symbol bounded by the largest input bound (``docs/routing.md``, decision 7).
     select
         ``[sum_i D^i_b]`` of ``Select(n)``: the one-hot source of each chunk.
 
@@ -248,10 +285,11 @@ class EagerMerge(Node):
         self.n = n
         self.b = self._int_param("in0", "b", b, 0, None, ins[0].shape)
         self.params = {"b": b}
-        _check_same_inner(self, ins, b)
+        _check_same_inner(self, ins, b, ragged_rows=True)
+        elem = _merged_elem(self, ins)
         total = sum((sympy.sympify(s.shape[0]) for s in ins), sympy.Integer(0))
         total = self.program.symbols.absorb(total, hint="M", origin=self.name)
-        self._output((total,) + ins[0].shape[1:], ins[0].dtype)
+        self._output((total,) + ins[0].shape[1:], elem)
         self._output((total,), Select(n))
         self._register()
 
