@@ -228,12 +228,16 @@ class _WalkState:
         self.start_addr = p.tile_addr(offset)
         self.start_col = offset % gc
         self.idx = [Signal(index_shape(n), name=f"walk_idx{d}") for d, n in enumerate(out_shape)]
+        # at_last[d]: idx[d] is at its last index, a register beside the index (so the stops
+        # below are an AND of flip-flops, not comparisons of the indices)
+        self.at_last = [Signal(name=f"walk_at_last{d}", init=n == 1)
+                        for d, n in enumerate(out_shape)]
         self.addr = Signal(p.geometry.addr_bits, init=self.start_addr, name="walk_addr")
         self.col = Signal(index_shape(gc), init=self.start_col, name="walk_col")
         # t[d]: dimensions d..D-1 are all at their last index (t[D] = 1).
         t = [Signal(name=f"walk_trail{d}") for d in range(D)] + [1]
         for d in reversed(range(D)):
-            m.d.comb += t[d].eq(t[d + 1] & (self.idx[d] == out_shape[d] - 1))
+            m.d.comb += t[d].eq(t[d + 1] & self.at_last[d])
         self.stop = Signal(range(D + 1), name="walk_stop")
         m.d.comb += self.stop.eq(sum(t[d] for d in range(D)) if D else 0)
         self.final = t[0] if D else 1
@@ -246,8 +250,12 @@ class _WalkState:
         out_shape, stride = self._out_shape, self._stride
         D = len(out_shape)
         gc = p.grid[1]
+        def restart(dims):
+            return ([self.idx[e].eq(0) for e in dims]
+                    + [self.at_last[e].eq(out_shape[e] == 1) for e in dims])
+
         with m.If(self.final):
-            m.d.sync += [i.eq(0) for i in self.idx]
+            m.d.sync += restart(range(D))
             m.d.sync += [self.addr.eq(self.start_addr), self.col.eq(self.start_col)]
         for d in range(D):
             # Step dimension d (all deeper dimensions are at their last index and wrap to 0).
@@ -256,8 +264,9 @@ class _WalkState:
                 q, r = divmod(delta, gc)
                 col = Signal(range(2 * gc), name=f"walk_col_step{d}")
                 m.d.comb += col.eq(self.col + r)
-                m.d.sync += self.idx[d].eq(self.idx[d] + 1)
-                m.d.sync += [self.idx[e].eq(0) for e in range(d + 1, D)]
+                m.d.sync += [self.idx[d].eq(self.idx[d] + 1),
+                             self.at_last[d].eq(self.idx[d] == out_shape[d] - 2)]
+                m.d.sync += restart(range(d + 1, D))
                 base = q * p.row_step + r * p.col_step
                 with m.If(col >= gc):
                     m.d.sync += [self.col.eq(col - gc),

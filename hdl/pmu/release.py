@@ -78,8 +78,9 @@ class ReleaseArbiter(wiring.Component):
         w_act = Signal(name="walk_active")
         w_cur = Signal(id_w, name="walk_block")
         w_rem = Signal(range(pmu.max_blocks + 1), name="walk_left")
+        w_one = Signal(name="walk_one_left")    # w_rem == 1, a register beside the count
         w_accept_ok = Signal(name="walk_accept_ok")
-        m.d.comb += w_accept_ok.eq(~w_act | (w_rem == 1))
+        m.d.comb += w_accept_ok.eq(~w_act | w_one)
 
         # -- round-robin arbiter ----------------------------------------------------------------
         grant = Signal(range(max(k, 2)), name="rel_grant")
@@ -117,10 +118,11 @@ class ReleaseArbiter(wiring.Component):
         else:
             walk_next = w_cur
         with m.If(w_act):
-            m.d.sync += [w_cur.eq(walk_next), w_rem.eq(w_rem - 1)]
-            with m.If(w_rem == 1):
+            m.d.sync += [w_cur.eq(walk_next), w_rem.eq(w_rem - 1), w_one.eq(w_rem == 2)]
+            with m.If(w_one):
                 m.d.sync += w_act.eq(0)
         with m.If(start_walk):
-            m.d.sync += [w_act.eq(1), w_cur.eq(g_id), w_rem.eq(self.desc_rd.data.nblk)]
+            m.d.sync += [w_act.eq(1), w_cur.eq(g_id), w_rem.eq(self.desc_rd.data.nblk),
+                         w_one.eq(self.desc_rd.data.nblk == 1)]
         m.d.comb += self.status.busy.eq(w_act | any_rel)
         return m
