@@ -551,7 +551,8 @@ def test_reprs_mirror_the_constructors():
     assert repr(RandomLoadUnit(pl, 2)) == f"RandomLoadUnit({pl!r}, 2)"
     assert repr(LinearStoreUnit(pl, 1)) == f"LinearStoreUnit({pl!r}, 1)"
     assert repr(LinearStoreUnit(pl, 1, tile_queue=1)) == f"LinearStoreUnit({pl!r}, 1, tile_queue=1)"
-    with pytest.raises(ValueError, match="LinearStoreUnit tile_queue must be an int in 1..2, not 3"):
+    with pytest.raises(ValueError,
+                       match="LinearStoreUnit tile_queue must be an int in 1..2, not 3"):
         LinearStoreUnit(pl, 1, tile_queue=3)
     assert repr(RandomStoreUnit(pl, 1, 0)) == f"RandomStoreUnit({pl!r}, 1, 0)"
     gc.collect()    # dropped (every Elaboratable is a reference cycle) under the filter above

@@ -5,18 +5,9 @@ from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ...contract import host_protocol as hp
-from ..memory import DebugSignature
+from ..memory import DebugSignature, times_const
 
 __all__ = ["HostBridge", "crc16_step"]
-
-
-def _times(value, k):
-    """``value * k`` for a constant ``k`` as a sum of shifts (no multiplier is inferred)."""
-    terms = [value << i for i in range(k.bit_length()) if k >> i & 1]
-    total = terms[0]
-    for t in terms[1:]:
-        total = total + t
-    return total
 
 
 def crc16_step(crc, byte):
@@ -329,7 +320,7 @@ class HostBridge(wiring.Component):
                                 & (csr_count <= self.max_data // 4), 1))),
                 addr_hi_zero.eq(addr[size_bits:] == 0),
                 end.eq(addr[:size_bits] + Mux(is_[C.WRITE], nwords, count)),
-                reply_len.eq(Mux(is_[C.CSR], csr_count << 2, _times(count, wb)) + 1),
+                reply_len.eq(Mux(is_[C.CSR], csr_count << 2, times_const(count, wb)) + 1),
             ])
             receive("CRC1", "CHECK", every=[range_ok.eq(addr_hi_zero & (end <= g.size_words))])
 

@@ -71,7 +71,7 @@ simulator :func:`backdoor_read` / :func:`backdoor_write` reach the storage in ze
 """
 
 from .arbiter import RoundRobin
-from .geometry import MemoryGeometry, check_count, index_shape, quiet_on_error
+from .geometry import MemoryGeometry, check_count, index_shape, quiet_on_error, times_const
 from .host import array_from_bytes, array_to_bytes, backdoor_read, backdoor_write
 from .lane_ram import LaneOrganization, LaneRAM, lane_ram_verilog, organize
 from .lines import LineGenerator, LineLayout, line_tables, fixed_sel
@@ -84,8 +84,8 @@ from .port import DebugSignature, MemoryPort, ResponseSignature
 LANE_RAM_VERILOG = lane_ram_verilog(zero_init=True)
 
 __all__ = ["MemoryGeometry", "MemoryPort", "ResponseSignature", "DebugSignature", "MemoryModel",
-           "TensorPlacement", "word_addresses", "LineGenerator", "LineLayout", "RoundRobin", "LaneRAM",
-           "LaneOrganization", "organize",
+           "TensorPlacement", "word_addresses", "LineGenerator", "LineLayout", "RoundRobin",
+           "LaneRAM", "LaneOrganization", "organize",
            "PIPELINE_LATENCY", "LANE_RAM_VERILOG", "lane_ram_verilog", "line_tables", "fixed_sel",
            "array_to_bytes", "array_from_bytes", "backdoor_read", "backdoor_write",
-           "index_shape", "quiet_on_error", "check_count"]
+           "index_shape", "quiet_on_error", "check_count", "times_const"]

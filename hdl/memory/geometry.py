@@ -3,13 +3,13 @@
 import math
 from dataclasses import dataclass
 
-from amaranth.hdl import unsigned
+from amaranth.hdl import Const, unsigned
 from amaranth.lib import data
 from amaranth.utils import ceil_log2
 
 from ..config import HardwareConfig
 
-__all__ = ["MemoryGeometry", "index_shape", "quiet_on_error", "check_count"]
+__all__ = ["MemoryGeometry", "index_shape", "quiet_on_error", "check_count", "times_const"]
 
 
 class _Unbuilt:
@@ -44,6 +44,18 @@ def index_shape(n):
     """The shape of an index into ``n`` things: ``range(n)``, but at least one bit wide (a
     zero-width signal draws Verilator's ASCRANGE warning)."""
     return range(max(n, 2))
+
+
+def times_const(value, k):
+    """``value * k`` for a constant ``k >= 0`` as a sum of shifts: no multiplier is inferred (a
+    constant product in an address path would otherwise become a DSP block on an FPGA)."""
+    terms = [value << i for i in range(k.bit_length()) if k >> i & 1]
+    if not terms:
+        return Const(0)
+    total = terms[0]
+    for t in terms[1:]:
+        total = total + t
+    return total
 
 
 def check_count(name, value, minimum=1):

@@ -4,7 +4,7 @@ import numpy as np
 from amaranth.hdl import Value
 from amaranth.utils import ceil_log2
 
-from .geometry import MemoryGeometry, check_count
+from .geometry import MemoryGeometry, check_count, times_const
 from .port import MemoryPort
 
 __all__ = ["TensorPlacement", "word_addresses"]
@@ -128,14 +128,14 @@ class TensorPlacement:
 
         ``index`` is a :class:`~amaranth.hdl.Value` holding a linear tile index below
         :attr:`ntiles` (the caller checks the range); the quotient and remainder by the tile-grid
-        width are constant divisions.
+        width are constant divisions, the products by the steps sums of shifts.
         """
         k = Value.cast(index)
         k = k[:max(1, ceil_log2(self.ntiles))]
         if self.tile_pitch is not None:
-            return self.base + k * self.tile_pitch
+            return self.base + times_const(k, self.tile_pitch)
         gc = self.grid[1]
-        return self.base + (k // gc) * self.row_step + (k % gc) * self.col_step
+        return self.base + times_const(k // gc, self.row_step) + times_const(k % gc, self.col_step)
 
     def burst(self, k):
         """The request ``(addr, count, rows, stride)`` that moves tile ``k``."""

@@ -57,8 +57,8 @@ class PCU(_Plan, _Datapath, _Assign, _Retile, wiring.Component):
     register set one cycle ahead, low exactly when the output register will be full and the
     output stage will hold a result, so a result never meets a full output register; with
     results two beats apart and a consumer that takes a beat the cycle after it is offered, no
-    cycle is lost (a 512-bit spare and its multiplexer less for a 4x4 int32 GEMM tile). ``family`` shapes the
-    datapath for a device (below); elaborated for a platform whose ``family`` is ``"ecp5"`` the
+    cycle is lost (a 512-bit spare and its multiplexer less for a 4x4 int32 GEMM tile).
+    ``family`` shapes the datapath for a device (below); elaborated for a platform whose ``family`` is ``"ecp5"`` the
     multipliers are ``MULT18X18D`` with their registers inside
     (:func:`~stepforge.hdl.tile_ops.dsp_family`), with the same cycles.
 

@@ -160,8 +160,8 @@ def job_regions(program, hw, tensors, inputs):
     """``(preload, readback)`` of a run of ``program`` (lowered to ``hw``).
 
     ``preload``: ``[[word address, [word, ...]], ...]``, the input tensors at their placements
-    (a run of consecutive addresses at a time) and the host input streams packed as beats; ``readback``:
-    ``{"tensor:NAME" or "stream:NAME": [word address, word count]}``, the outputs to read after
+    (a run of consecutive addresses at a time) and the host input streams packed as beats;
+    ``readback``: ``{"tensor:NAME" or "stream:NAME": [word address, word count]}``, the outputs to read after
     the run. Shared by :func:`run_rtl` and the board driver (``stepforge.boards.host``).
     """
     g = hw.geometry
