@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from amaranth.back import rtlil
 from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 
@@ -16,7 +17,7 @@ from stepforge.compiler.lower import lower
 from stepforge.compiler.types import int8, int16
 from stepforge.fpga import device_config
 from stepforge.hdl.config import HardwareConfig
-from stepforge.hdl.memory import MemoryGeometry, TensorPlacement, word_addresses
+from stepforge.hdl.memory import MemoryGeometry, TensorPlacement, times_const, word_addresses
 from stepforge.sim.rtl import tensor_regions, tensor_span, tensor_words
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -104,3 +105,21 @@ def test_the_lowering_lays_out_by_tiles_where_it_helps():
     for hw in (gemv, big):
         addrs = np.concatenate([word_addresses(i) for i in hw.tensors.values()])
         assert len(set(addrs.tolist())) == len(addrs) and addrs.max() < hw.geometry.size_words
+
+
+def test_times_const_is_the_product_without_a_multiplier():
+    m = Module()
+    k = Signal(6, name="k")
+    outs = {c: Signal(16, name=f"times{c}") for c in (0, 1, 4, 12, 65)}
+    m.d.comb += [o.eq(times_const(k, c)) for c, o in outs.items()]
+
+    async def bench(ctx):
+        for v in (0, 1, 7, 63):
+            ctx.set(k, v)
+            for c, o in outs.items():
+                assert ctx.get(o) == v * c
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+    assert "$mul" not in rtlil.convert(m, ports=[k, *outs.values()])
