@@ -301,10 +301,19 @@ MAX_STREAM_BITS = 1 << 20
 MAX_MEMORY_BYTES = {None: 64 << 20, "ecp5": 4 << 20, "ice40": 4 << 20}
 
 
-def _check_size(program, config):
-    """Refuse a program whose beats are too wide to elaborate (:data:`MAX_BEAT_BITS`)."""
+def _check_size(program, config, tiling="not needed"):
+    """Refuse a program whose beats have no wire encoding (a dynamic column count that
+    hierarchical tiling, ``tiling`` saying what it did, left in place) or are too wide to
+    elaborate (:data:`MAX_BEAT_BITS`)."""
     lc = LoweringContext(program, config, None, {}, {})
-    widths = {s: lc.layout(s).size for s in program.streams}
+    widths = {}
+    for s in program.streams:
+        try:
+            widths[s] = lc.layout(s).size
+        except ValueError as e:
+            why = f" (hierarchical tiling {tiling})" if tiling.startswith("not applied") else ""
+            raise LoweringError(f"{s.node.name}: stream {s.name} {fmt_shape(s.shape)} cannot be "
+                                f"built in hardware: {e}{why}") from None
     if not widths:
         return
     widest = max(widths, key=widths.get)
@@ -442,7 +451,7 @@ def lower(program, config=None, *, depths=None, memory_slack_bytes=0, tiling="au
             note = f"not applied: {e}"
     insert_broadcasts(program)
     tie_off(program)
-    _check_size(program, config)
+    _check_size(program, config, note)
 
     # Memory words: the largest size that divides a channel's bytes per cycle and every tile row
     # the program moves, so every tile row is whole words.

@@ -7,8 +7,9 @@ float sums within rounding) with exactly its off-chip traffic, and run bit-exact
 import numpy as np
 import pytest
 
-from stepforge import (Accum, LinearOffChipLoad, LinearOffChipStore, Map, Program, Reshape, Tile,
-                       int8, int16, int32, matmul)
+from stepforge import (Accum, Bool, Filter, LinearOffChipLoad, LinearOffChipStore, Map, Program,
+                       Reshape, Tile, int8, int16, int32, matmul, retile_col)
+from stepforge.compiler.errors import LoweringError
 from stepforge.compiler.lower import lower
 from stepforge.compiler.metrics import metrics
 from stepforge.compiler.ops.memory import Bufferize, Streamify
@@ -171,3 +172,18 @@ def test_lowering_falls_back_to_wide_beats_when_a_rule_is_missing():
         lower(pf.build(), tiling="on")
     assert lower(load(EXAMPLES / "matmul.py").build(M=8, K=8, N=8, t=8), tiling="off").tiling == "off"
     assert lower(load(EXAMPLES / "matmul.py").build(M=8, K=8, N=8, t=8)).tiling == "applied"
+
+
+def test_dynamic_columns_are_refused_by_the_lowering():
+    """``retile_col`` over a ragged fibre grows a tile of dynamic columns, which has no wire
+    encoding: a LoweringError naming the operator and the stream, not a ValueError (fuzz seed
+    21027)."""
+    p = Program("dyncols")
+    t = p.tensor("T0", (12, 2), int32)
+    s0 = LinearOffChipLoad(t, (4, 1), out_shape=(3,), stride=(1,), offset=3)
+    f0 = p.input("f0", [1, 3], Bool())
+    p.output(Accum(retile_col, None, Filter(s0, f0, keep=False), b=1), "o")
+    with pytest.raises(LoweringError, match=r"Accum_0: stream Accum_0 \[1\] cannot be built in "
+                                            r"hardware: Tile\(int32, 4, FM_0\): a dynamic column "
+                                            r"count \(FM_0\) has no wire encoding"):
+        lower(p, HardwareConfig.sim())

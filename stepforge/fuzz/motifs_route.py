@@ -220,8 +220,11 @@ def retile(g):
     want = (lambda s: static_tile(s) and s.dtype.rows == 1) if split == "row" else \
         (lambda s: static_tile(s) and s.dtype.cols == 1)
     # a fold over a static size must see full fibres: an empty tensor would give it an empty
-    # fibre whose init (an empty tile) does not have the static size
-    x = g.pick(lambda s: want(s) and (g.static(s) or not isinstance(s.shape[-1], int)))
+    # fibre whose init (an empty tile) does not have the static size; a ragged fibre packs into
+    # dynamic rows only (retile_col over it would give dynamic columns, which have no wire
+    # encoding: the lowering refuses them, seed 21027)
+    x = g.pick(lambda s: want(s) and (g.static(s) or (split == "row"
+                                                      and not isinstance(s.shape[-1], int))))
     s = g.stream(x)
     if s.rank == 0 or g.rng.random() < 0.3:
         x = g.op(f"Promote({x})", [x], key=("promote", g.struct[x], None))
