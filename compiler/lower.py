@@ -479,10 +479,11 @@ def lower(program, config=None, *, depths=None, memory_slack_bytes=0, tiling="au
                            "dtype": t.dtype.name, "role": t.role,
                            "row_words": t.shape[1] * t.dtype.nbytes // word, **lay}
     streams_in, streams_out, stream_base = {}, {}, {}
+    probe = LoweringContext(program, config, None, {}, {})   # layouts with their row bounds
     for node in program.nodes:
         if isinstance(node, (Input, Output)):
             s = node.outputs[0] if isinstance(node, Input) else node.inputs[0]
-            layout = beat_layout(s.dtype, s.rank)
+            layout = probe.layout(s)
             wpb = -(-layout.size // (8 * word))
             card = program.symbols.bound(program.cardinality(s))
             if card is None:

@@ -213,7 +213,16 @@ def _reassemble(node, lc):
 
 @builds(EagerMerge)
 def _eager_merge(node, lc):
+    """One unit for every input: dynamic tiles of different row symbols merge when their bounds
+    are equal (their beats are then of one width); different bounds are refused."""
     x = _in(node)
+    bounds = [sorted((lc.row_bound(s.dtype) or {}).values()) for s in node.inputs]
+    if any(b != bounds[0] for b in bounds[1:]):
+        shown = ", ".join(f"{name} {s.dtype!r} (rows <= {b[0] if b else '-'})"
+                          for name, s, b in zip(node.input_names, node.inputs, bounds))
+        raise LoweringError(f"{node.name}: merging dynamic tiles of different row bounds is not "
+                            f"built in hardware (their beats differ in width): {shown}; "
+                            f"declare one bound for every input's row count")
     return EagerMergeUnit(x.dtype, len(node.inputs), node.b, row_bound=lc.row_bound(x.dtype))
 
 

@@ -88,3 +88,49 @@ def test_the_interpreter_merges_tiles_of_different_row_counts_unchanged():
     assert [t.shape[0] for t in got] == [1, 5, 3, 0]
     assert all(np.array_equal(g, w) for g, w in zip(got, [x0[0], x1[0], x0[1], x1[1]]))
     assert res.outputs["select"] == [1, 2, 1, 2]
+
+
+def _packed_merge(bounds):
+    """EagerMerge of dynamic tiles packed by Accum(retile_row) from filtered loads of ``bounds``
+    rows each; the merged tiles and the selector are host outputs."""
+    from stepforge import Accum, Bool, Filter, LinearOffChipLoad, retile_row
+    p = Program("em")
+    packed = []
+    for name, n in zip("AB", bounds):
+        t = p.tensor(name, (n, 4), int16)
+        s = LinearOffChipLoad(t, (1, 4), out_shape=(n,), stride=(1,))
+        packed.append(Accum(retile_row, None, Filter(s, p.input(f"f{name}", [1, n], Bool())),
+                            b=1))
+    m = EagerMerge(packed, 0)
+    p.output(m[0], "o")
+    p.output(m[1], "sel")
+    return p
+
+
+def test_the_lowering_refuses_different_row_bounds():
+    from stepforge.compiler.errors import LoweringError
+    from stepforge.compiler.lower import lower
+    with pytest.raises(LoweringError, match=re.escape(
+            "EagerMerge_0: merging dynamic tiles of different row bounds is not built in "
+            "hardware (their beats differ in width): in0 Tile(int16, FM_0, 4) (rows <= 3), in1 "
+            "Tile(int16, FM_1, 4) (rows <= 5); declare one bound for every input's row count")):
+        lower(_packed_merge((3, 5)))
+
+
+@pytest.mark.slow
+def test_dynamic_tiles_of_one_bound_merge_in_verilator():
+    """Two row symbols of one bound: the merged tiles and the selector reach the host (a host
+    output of dynamic tiles) as the interpreter gives them, in either merge order."""
+    from stepforge.contract.values import values_equal
+    from stepforge.sim.rtl import run_rtl
+    p = _packed_merge((3, 3))
+    rng = np.random.default_rng(1)
+    tensors = {k: rng.integers(-9, 9, (3, 4)).astype(np.int16) for k in "AB"}
+    inputs = {"fA": [[True, False, True]], "fB": [[False, True, True]]}
+    ref = run(p, tensors=tensors, inputs=inputs)
+    res = run_rtl(p, tensors, inputs)
+    assert res.status == "done"
+    want = sorted(zip(ref.outputs["sel"], ref.outputs["o"]), key=lambda x: str(x[0]))
+    got = sorted(zip(res.outputs["sel"], res.outputs["o"]), key=lambda x: str(x[0]))
+    assert len(got) == len(want) == 2
+    assert all(values_equal(g[0], w[0]) and values_equal(g[1], w[1]) for g, w in zip(got, want))
