@@ -118,7 +118,7 @@ class LoweringContext:
         self.tensor_base = tensor_base
         self.stream_base = stream_base
         self.parts = {}     # node -> Part, filled by builders of shared units
-        self.tensor_layout = {}  # tensor name -> {"pitch_words"} or {"tile_pitch_words", ...}
+        self.tensor_layout = {}  # tensor name -> its layout (tensor_layouts)
 
     def row_bound(self, elem_type):
         """``{rows expression: bound}`` for every dynamic tile inside ``elem_type`` (or None)."""
@@ -504,8 +504,7 @@ def lower(program, config=None, *, depths=None, memory_slack_bytes=0, tiling="au
                             f"is elaborated: choose smaller sizes")
     geometry = MemoryGeometry.from_config(config, memory_bytes, word_bytes=word)
     lc = LoweringContext(program, config, geometry, tensor_base, stream_base)
-    lc.tensor_layout = {name: {k: info[k] for k in ("pitch_words", "tile_pitch_words") if k in info}
-                        for name, info in tensors.items()}
+    lc.tensor_layout = layouts
 
     units = []
     for node in program.nodes:

@@ -250,6 +250,7 @@ class _WalkState:
         out_shape, stride = self._out_shape, self._stride
         D = len(out_shape)
         gc = p.grid[1]
+
         def restart(dims):
             return ([self.idx[e].eq(0) for e in dims]
                     + [self.at_last[e].eq(out_shape[e] == 1) for e in dims])

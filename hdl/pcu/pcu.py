@@ -58,8 +58,8 @@ class PCU(_Plan, _Datapath, _Assign, _Retile, wiring.Component):
     output stage will hold a result, so a result never meets a full output register; with
     results two beats apart and a consumer that takes a beat the cycle after it is offered, no
     cycle is lost (a 512-bit spare and its multiplexer less for a 4x4 int32 GEMM tile).
-    ``family`` shapes the datapath for a device (below); elaborated for a platform whose ``family`` is ``"ecp5"`` the
-    multipliers are ``MULT18X18D`` with their registers inside
+    ``family`` shapes the datapath for a device (below); elaborated for a platform whose
+    ``family`` is ``"ecp5"`` the multipliers are ``MULT18X18D`` with their registers inside
     (:func:`~stepforge.hdl.tile_ops.dsp_family`), with the same cycles.
 
     **Dynamic rows.** Input tiles may have a dynamic (bounded) row count when the function is
@@ -393,17 +393,17 @@ class PCU(_Plan, _Datapath, _Assign, _Retile, wiring.Component):
         # the output register has a spare behind it (a skid buffer): a result that meets a full
         # output register waits in the spare, and the pipeline moves while the spare is empty,
         # so its one enable is a register and ``out.ready`` reaches only the two registers
+        load = out_emits & pipe_en     # the output stage hands a result to the output register
         if self.skid:
             spare = Signal.like(out_buf, name="out_spare")
             spare_valid = Signal(name="out_spare_valid")
             m.d.comb += pipe_en.eq(~spare_valid)
         else:   # the enable as a register, set a cycle ahead (**Timing**)
             ahead = Signal(name="pipe_en_reg", init=1)
-            load_now = out_emits & pipe_en
             will_hold = Signal(name="out_valid_next")
             will_emit = Signal(name="out_emits_next")
             m.d.comb += [pipe_en.eq(ahead),
-                         will_hold.eq(Mux(~out_valid | o.ready, load_now, out_valid)),
+                         will_hold.eq(Mux(~out_valid | o.ready, load, out_valid)),
                          will_emit.eq(Mux(pipe_en, stage_emits[-2], out_emits))]
             m.d.sync += ahead.eq(~(will_hold & will_emit))
             spare_valid = 0
@@ -450,7 +450,6 @@ class PCU(_Plan, _Datapath, _Assign, _Retile, wiring.Component):
         else:
             m.d.comb += [beat.has_data.eq(ctrl["hd"]), beat.stop.eq(ctrl["stop"])]
             m.d.comb += self._assign(data, result_if_data, self.out_type)
-        load = out_emits & pipe_en
         if self.skid:
             with m.If(~out_valid | o.ready):
                 m.d.sync += out_valid.eq(spare_valid | load)

@@ -130,14 +130,13 @@ class Writer(wiring.Component):
         # writer's registers): a beat over a bound or ending the stream in an open buffer is
         # taken, raises the error and halts the PMU from the next cycle; only what others see
         # of it (its reference, the buffer's descriptor and pending bit) waits for the checks.
-        fault = Signal(name="w_fault")
-        m.d.comb += fault.eq(i0.valid & ready_ok & (over | unclosed))
-        raise_error(m, self.status, ErrorCode.OVER_BOUND, fault & over)
-        raise_error(m, self.status, ErrorCode.UNCLOSED_BUFFER, fault & ~over & unclosed)
         fire = Signal(name="w_fire")
+        fault = Signal(name="w_fault")
         good = Signal(name="w_fire_checked")
         m.d.comb += [fire.eq(i0.valid & ready_ok), i0.ready.eq(fire),
-                     good.eq(fire & ~over & ~unclosed)]
+                     fault.eq(fire & (over | unclosed)), good.eq(fire & ~fault)]
+        raise_error(m, self.status, ErrorCode.OVER_BOUND, fault & over)
+        raise_error(m, self.status, ErrorCode.UNCLOSED_BUFFER, fault & ~over & unclosed)
 
         # -- where it goes ---------------------------------------------------------------------
         new_blk = Signal(idw, name="w_new_block")

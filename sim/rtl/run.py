@@ -161,8 +161,9 @@ def job_regions(program, hw, tensors, inputs):
 
     ``preload``: ``[[word address, [word, ...]], ...]``, the input tensors at their placements
     (a run of consecutive addresses at a time) and the host input streams packed as beats;
-    ``readback``: ``{"tensor:NAME" or "stream:NAME": [word address, word count]}``, the outputs to read after
-    the run. Shared by :func:`run_rtl` and the board driver (``stepforge.boards.host``).
+    ``readback``: ``{"tensor:NAME" or "stream:NAME": [word address, word count]}``, the
+    outputs to read after the run. Shared by :func:`run_rtl` and the board driver
+    (``stepforge.boards.host``).
     """
     g = hw.geometry
     layouts = {e.stream: e.layout for e in hw.edges}
