@@ -11,8 +11,10 @@ too, so that a failure's log shows a minimal example).
 **Soak.** ``STEPFORGE_SOAK=1`` (or ``--hypothesis-profile soak``) raises every property test's
 example count to :data:`SOAK_EXAMPLES` (``STEPFORGE_SOAK=N``, N > 1: to N), overriding the counts
 the tests' own ``@settings`` give, and draws fresh random examples on every run (not
-derandomized; failures are kept in Hypothesis's example database and replayed first). Without
-it, every test keeps its own count.
+derandomized; failures are kept in Hypothesis's example database and replayed first). A soak
+failure is shrunk (a soak runs unattended, and a minimal example is the reproducer worth saving)
+and printed with its ``@reproduce_failure`` blob. Without it, every test keeps its own count.
+``benchmarks/soak.py`` runs a soak per unit kind and counts its examples and streams.
 """
 
 import os
@@ -28,8 +30,11 @@ settings.register_profile("ci", derandomize=True, deadline=None, max_examples=50
 settings.register_profile("dev", derandomize=True, deadline=None, phases=NO_SHRINK,
                           report_multiple_bugs=False)
 settings.register_profile("shrink", derandomize=True, deadline=None)
-settings.register_profile("soak", derandomize=False, deadline=None, max_examples=SOAK_EXAMPLES,
-                          report_multiple_bugs=False)
+#: Settings a soak run puts over every property test's own: fresh random examples, a failure
+#: shrunk and printed with the blob that replays it.
+SOAK_SETTINGS = dict(derandomize=False, phases=NO_SHRINK + (Phase.shrink,), print_blob=True)
+settings.register_profile("soak", deadline=None, max_examples=SOAK_EXAMPLES,
+                          report_multiple_bugs=False, **SOAK_SETTINGS)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI")
                                                                else "dev"))
 
@@ -58,4 +63,4 @@ def pytest_collection_modifyitems(config, items):
         # Hypothesis reads a test's settings from this attribute when the test runs
         current = fn._hypothesis_internal_use_settings
         fn._hypothesis_internal_use_settings = settings(
-            current, max_examples=max(n, current.max_examples), derandomize=False)
+            current, max_examples=max(n, current.max_examples), **SOAK_SETTINGS)

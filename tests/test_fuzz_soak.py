@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import Phase, given, settings, strategies as st
 
 from . import conftest
 from .conftest import SOAK_EXAMPLES, soak_examples
@@ -49,6 +49,9 @@ def test_without_the_switch_a_test_keeps_its_own_count(monkeypatch):
     conftest.pytest_collection_modifyitems(None, [_Item(prop), _Item(len)])
     assert prop._hypothesis_internal_use_settings.max_examples == 10_000
     assert prop._hypothesis_internal_use_settings.derandomize is False
+    # a soak failure is shrunk and printed with the blob that replays it
+    assert Phase.shrink in prop._hypothesis_internal_use_settings.phases
+    assert prop._hypothesis_internal_use_settings.print_blob is True
 
 
 def test_the_switch_raises_the_count_over_the_tests_own_settings(tmp_path):
