@@ -21,6 +21,10 @@ script plans, runs and counts a soak of every unit kind:
   run cut short still records exactly what finished, and two processes on different kinds may
   share ``DIR``. ``--minutes M`` stops starting chunks after M minutes (the last chunk is sized
   to fit from the previous chunks' time per example).
+* **Snapshot.** ``--snapshot DIR`` extracts the committed ``HEAD`` (``git archive``) into DIR and
+  runs the tests there, importing ``stepforge`` from it (a package tree of symlinks after
+  ``pyproject.toml``'s ``package-dir``, first on ``PYTHONPATH``), so a soak of hours tests one
+  commit, not a working tree that others edit meanwhile.
 * **Failures.** A failing chunk's pytest output (the shrunk falsifying example and its
   ``@reproduce_failure`` blob) is saved as ``DIR/failure-<test>-<n>.txt``; the failure is also
   in Hypothesis's example database (``.hypothesis/``) and is replayed first by the next run of
@@ -147,15 +151,45 @@ def _commit():
     return run.stdout.strip()
 
 
-def run_chunk(node, examples, env=None, timeout=None):
+def snapshot(dest):
+    """Extract ``HEAD`` into ``dest`` with an importable ``stepforge``; returns the commit."""
+    import tomllib
+    dest = Path(dest).resolve()
+    dest.mkdir(parents=True, exist_ok=True)
+    commit = _commit()
+    archive = subprocess.run(["git", "archive", "HEAD"], cwd=ROOT, capture_output=True,
+                             check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    with open(dest / "pyproject.toml", "rb") as f:
+        dirs = tomllib.load(f)["tool"]["setuptools"]["package-dir"]
+    pkg = dest / ".pkg"
+    for name, folder in sorted(dirs.items()):
+        link = pkg.joinpath(*name.split("."))
+        link.parent.mkdir(parents=True, exist_ok=True)
+        if not link.exists():
+            link.symlink_to(dest / folder)
+    (dest / "COMMIT").write_text(commit + "\n")
+    return commit
+
+
+def _tree(root):
+    """The folder tests run in and the environment that imports ``stepforge`` from it."""
+    root = Path(root)
+    if (root / ".pkg").is_dir():
+        return root, {"PYTHONPATH": str(root / ".pkg")}
+    return root, {}
+
+
+def run_chunk(node, examples, env=None, timeout=None, root=ROOT):
     """Run ``examples`` fresh random examples of test ``node``; its statistics and output."""
+    cwd, tree_env = _tree(root)
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
            "--hypothesis-show-statistics", node]
-    env = {**os.environ, "STEPFORGE_SOAK": str(max(examples, 2)), **(env or {})}
+    env = {**os.environ, "STEPFORGE_SOAK": str(max(examples, 2)), **tree_env, **(env or {})}
     env.pop("CI", None)
     t0 = time.monotonic()
     try:
-        run = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True,
+        run = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True,
                              timeout=timeout)
         output, rc = run.stdout + run.stderr, run.returncode
     except subprocess.TimeoutExpired as e:
@@ -167,13 +201,17 @@ def run_chunk(node, examples, env=None, timeout=None):
     return stats, output
 
 
-def soak(kinds, out, *, streams=10_000, chunk=1000, minutes=None, log=print):
-    """Soak ``kinds`` in order into folder ``out``; returns True when no test failed."""
+def soak(kinds, out, *, streams=10_000, chunk=1000, minutes=None, root=ROOT, log=print):
+    """Soak ``kinds`` in order into folder ``out``; returns True when no test failed.
+
+    ``root``: the tree the tests run in (a :func:`snapshot`, or this repository).
+    """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     logfile = out / f"log-{os.getpid()}.jsonl"
     deadline = None if minutes is None else time.monotonic() + 60 * minutes
-    commit = _commit()
+    commit = (Path(root) / "COMMIT").read_text().strip() if (Path(root) / "COMMIT").exists() \
+        else _commit() + ("" if root == ROOT else "?")
     clean = True
     for kind in kinds:
         minima = dict(KINDS[kind])
@@ -193,7 +231,7 @@ def soak(kinds, out, *, streams=10_000, chunk=1000, minutes=None, log=print):
                         return clean
                     if node in rate:
                         n = min(n, max(50, int(remaining / rate[node])))
-                stats, output = run_chunk(node, n)
+                stats, output = run_chunk(node, n, root=root)
                 passed = stats["passing"]
                 if passed:
                     rate[node] = stats["wall"] / passed
@@ -281,6 +319,8 @@ def main(argv=None):
                         help="random streams per unit kind (default 10,000)")
     parser.add_argument("--chunk", type=int, default=1000, help="examples per pytest process")
     parser.add_argument("--minutes", type=float, help="start no chunk after this many minutes")
+    parser.add_argument("--snapshot", metavar="DIR",
+                        help="run the tests on HEAD extracted into DIR (reused if it holds one)")
     parser.add_argument("--summary", nargs="+", metavar="DIR", help="print the table of the logs")
     parser.add_argument("--per-test", action="store_true", help="with --summary: every test")
     parser.add_argument("--list", action="store_true", help="print the kinds and the plan")
@@ -294,8 +334,14 @@ def main(argv=None):
     if args.summary:
         _print_summary(summarize(args.summary, args.streams), args.streams, args.per_test)
         return 0
+    root = ROOT
+    if args.snapshot:
+        root = Path(args.snapshot).resolve()
+        if not (root / "COMMIT").exists():
+            snapshot(root)
+        print(f"testing {(root / 'COMMIT').read_text().strip()} in {root}", flush=True)
     return 0 if soak(args.kinds, args.out, streams=args.streams, chunk=args.chunk,
-                     minutes=args.minutes, log=lambda s: print(s, flush=True)) else 1
+                     minutes=args.minutes, root=root, log=lambda s: print(s, flush=True)) else 1
 
 
 if __name__ == "__main__":
