@@ -3,7 +3,8 @@
 A node is created by calling an operator class (``Flatten(x, 0, 1)``); its constructor checks its
 inputs and infers its outputs' shapes and element types, so a malformed program fails at the line
 that builds it. Nodes are kept in creation order, which is a topological order (a node's inputs
-exist before it). Passes rewrite a program in place through :meth:`Program.replace_input`,
+exist before it) except at a :class:`~stepforge.compiler.ops.feedback.Feedback` node, whose input
+is bound after its readers are built (a cycle: :meth:`Program.feedback`, :meth:`Program.bind`). Passes rewrite a program in place through :meth:`Program.replace_input`,
 :meth:`Program.insert_after` and :meth:`Program.remove`.
 """
 
@@ -249,6 +250,22 @@ class Program:
         """A stream supplied by the host when the program runs (e.g. a routing selector)."""
         from .ops.io import Input  # a real cycle: ops.io imports Node from here
         return Input(self, name, shape, dtype).out
+
+    def feedback(self, name, shape, dtype):
+        """Declare a stream now that an operator built later produces (:meth:`bind`): the edge
+        that closes a cycle (``compiler/ops/feedback.py``, ``docs/routing.md`` "Cycles")."""
+        from .ops.feedback import Feedback  # a real cycle: ops.feedback imports Node from here
+        return Feedback(self, name, shape, dtype).out
+
+    def bind(self, feedback, stream):
+        """Make the declared ``feedback`` stream carry ``stream``; returns the feedback stream."""
+        from .ops.feedback import feedback_of  # a real cycle: ops.feedback imports Node from here
+        node = feedback_of(feedback)
+        if node is None or node.program is not self:
+            raise StepTypeError(f"{self.name}.bind: the first argument must be a feedback stream "
+                                f"of this program (Program.feedback), got {feedback!r}",
+                                op="bind", port="in0")
+        return node.bind(stream)
 
     def output(self, stream, name):
         """Make ``stream`` an output of the program, read back as nested lists."""

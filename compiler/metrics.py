@@ -56,7 +56,9 @@ class Metrics:
 
 
 def metrics(program):
-    """Sum every node's symbolic metrics."""
+    """Sum every node's symbolic metrics (a program with an unbound feedback is refused)."""
+    from .ops.feedback import check_bound  # ops import metrics' dims; deferred like graph's
+    check_bound(program)
     per_node = {}
     cols = {"offchip_read": [], "offchip_write": [], "onchip": [], "flops": []}
     for node in program.nodes:

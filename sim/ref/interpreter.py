@@ -5,7 +5,8 @@ sequence (:mod:`stepforge.contract.tokens`); its canonical beats are available o
 operator's meaning is a function registered with :func:`semantics` for its node class; the
 functions live beside the operator families (``ops_shape``, ``ops_compute``, ``ops_memory``,
 ``ops_offchip``, ``ops_routing``). After each node runs, every symbolic dimension of its outputs is
-measured and checked against its declared bound.
+measured and checked against its declared bound. A program with feedback edges (cycles) is run
+to the least fixed point of its cycles by iteration (:func:`_cycles`).
 """
 
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ import numpy as np
 
 from ...compiler.errors import StepRuntimeError
 from ...compiler.graph import Program
+from ...compiler.ops.feedback import check_bound, feedbacks
 from ...contract.tokens import is_stop, to_beats, to_nested
 
 __all__ = ["semantics", "Context", "Result", "run"]
@@ -80,6 +82,8 @@ class Result:
         On-chip buffers still allocated at the end (a leak when non-empty).
     freed : list of int
         Buffer ids in the order they were freed.
+    cycle_iterations : int
+        Iterations the program's cycles took to reach their fixed point (0: no feedback edge).
     """
     outputs: dict
     tensors: dict
@@ -89,6 +93,7 @@ class Result:
     offchip_written: dict = field(default_factory=dict)
     live_buffers: dict = field(default_factory=dict)
     freed: list = field(default_factory=list)
+    cycle_iterations: int = 0
 
     def tokens(self, stream):
         return self.edges[stream]
@@ -138,14 +143,38 @@ def run(program, tensors=None, inputs=None, *, keep_edges=False, check_bounds=Tr
             memory[name] = np.zeros(t.shape, dtype=t.dtype.np)
     if tensors:
         raise StepRuntimeError(f"unknown tensors given: {sorted(tensors)}")
+    feedback = feedbacks(program)
+    check_bound(program)
+    if not feedback:
+        return _pass(program, memory, inputs, keep_edges, check_bounds)
+    return _cycles(program, memory, inputs, feedback, keep_edges, check_bounds)
+
+
+def _pass(program, memory, inputs, keep_edges, check_bounds, guess=None, lenient=(),
+          orders=None):
+    """Run every node once in the program's order. ``guess`` gives the tokens of each feedback
+    stream (its input is computed later in the order); the Partitions in ``lenient`` take their
+    data and selector only as far as both go, and the EagerMerges in ``orders`` keep the order
+    of the previous iteration and append the chunks that are new (an iteration of
+    :func:`_cycles`; ``orders`` is updated in place)."""
+    memory = {k: v.copy() for k, v in memory.items()}
     ctx = Context(program, memory, inputs)
     values = {}
     trace = {}
     for node in program.nodes:
-        fn = SEMANTICS.get(type(node))
-        if fn is None:
-            raise TypeError(f"{node.name}: the interpreter has no semantics for {node.op}")
-        outs = fn(node, [values[s] for s in node.inputs], ctx)
+        if guess is not None and node in guess:
+            outs = [list(guess[node])]
+        else:
+            fn = SEMANTICS.get(type(node))
+            if fn is None:
+                raise TypeError(f"{node.name}: the interpreter has no semantics for {node.op}")
+            ins = [values[s] for s in node.inputs]
+            if node in lenient:
+                ins = _as_far_as_both(node, ins)
+            if orders is not None and node in orders:
+                outs = _merge_after(node, ins, orders)
+            else:
+                outs = fn(node, ins, ctx)
         if len(outs) != len(node.outputs):
             raise AssertionError(f"{node.name}: semantics returned {len(outs)} streams for {len(node.outputs)} outputs")
         for s, toks in zip(node.outputs, outs):
@@ -155,9 +184,128 @@ def run(program, tensors=None, inputs=None, *, keep_edges=False, check_bounds=Tr
     for node in program.outputs:
         s = node.inputs[0]
         outputs[node.name] = to_nested(values[s], s.rank)
-    return Result(outputs=outputs, tensors=memory, edges=values if keep_edges else {},
-                  trace=trace, offchip_read=ctx.offchip_read, offchip_written=ctx.offchip_written,
-                  live_buffers=ctx.live_buffers, freed=ctx.freed)
+    res = Result(outputs=outputs, tensors=memory, edges=values if keep_edges else {},
+                 trace=trace, offchip_read=ctx.offchip_read, offchip_written=ctx.offchip_written,
+                 live_buffers=ctx.live_buffers, freed=ctx.freed)
+    res._values = values
+    return res
+
+
+def _cycles(program, memory, inputs, feedback, keep_edges, check_bounds):
+    """Run a program with feedback edges: the least fixed point of its cycles (Kahn's
+    semantics), found by iteration, then one strict pass (``docs/routing.md``, "Cycles").
+
+    Every feedback stream starts empty. Each iteration runs the whole program with the feedback
+    streams of the previous one; a Partition downstream of a feedback forwards only the chunks
+    its selector has reached (and uses only the selector elements that have a chunk), as the
+    hardware would when the rest has not arrived, and an EagerMerge downstream of a feedback
+    keeps the order it merged in earlier iterations and appends what is new (round-robin):
+    a chunk that exists only from a later iteration arrived later. The feedback streams grow each iteration
+    (each must extend the previous one: a cycle that changes what it already produced does not
+    converge) until an iteration adds nothing; the program then runs once more without the
+    truncation, so a cycle that stops short of its data (a deadlock in hardware) is the
+    Partition's run-time error, prefixed by the cycle's state.
+    """
+    from ...compiler.ops.routing import EagerMerge, Partition
+    late = set()
+    cons = program.consumers()
+    stack = [f.outputs[0] for f in feedback]
+    while stack:
+        for n, _ in cons[stack.pop()]:
+            if n not in late:
+                late.add(n)
+                stack.extend(n.outputs)
+    lenient = {n for n in late if isinstance(n, Partition)}
+    orders = {n: [] for n in late if isinstance(n, EagerMerge)}
+    for n in lenient:
+        if n.inputs[1].rank != 0:
+            raise StepRuntimeError(
+                f"{n.name}: the interpreter iterates a cycle only through Partitions with a rank-0 "
+                f"selector; {n.inputs[1].name} has rank {n.inputs[1].rank}", op=n.name,
+                port="select")
+    limit = 2
+    for f in feedback:
+        bound = program.symbols.bound(program.cardinality(f.outputs[0]))
+        limit += bound if bound is not None else 1 << 16
+    guess = {f: [] for f in feedback}
+    for it in range(limit):
+        res = _pass(program, memory, inputs, False, False, guess, lenient, orders)
+        new = {f: res._values[f.inputs[0]] for f in feedback}
+        for f in feedback:
+            old = guess[f]
+            if new[f][:len(old)] != old:
+                k = next(k for k, (a, b) in enumerate(zip(new[f], old)) if a != b) \
+                    if any(a != b for a, b in zip(new[f], old)) else len(new[f])
+                raise StepRuntimeError(
+                    f"{f.name}: the cycle does not converge: iteration {it + 1} changed token {k} "
+                    f"of the feedback ({len(old)} tokens before, {len(new[f])} now); a cycle must "
+                    f"only extend what it has produced", op=f.name, port="in0")
+        if new == guess:
+            break
+        guess = new
+    else:
+        raise StepRuntimeError(f"{feedback[0].name}: the cycle did not reach a fixed point in "
+                               f"{limit} iterations", op=feedback[0].name, port="in0")
+    try:
+        res = _pass(program, memory, inputs, keep_edges, check_bounds, guess, (), orders)
+    except StepRuntimeError as e:
+        state = "; ".join(f"{f.name} carries {sum(1 for t in guess[f] if not is_stop(t))} "
+                          f"elements" for f in feedback)
+        raise StepRuntimeError(f"the cycle reached its fixed point after {it + 1} iterations "
+                               f"({state}), short of what the program needs (in hardware: a "
+                               f"deadlock): {e}", op=e.op, port=e.port, beat=e.beat) from None
+    for f in feedback:
+        _check_declared(f, guess[f])
+    res.cycle_iterations = it + 1
+    return res
+
+
+def _merge_after(node, ins, orders):
+    """An EagerMerge inside a cycle: the chunks it merged in earlier iterations first, in their
+    order, then the new ones round-robin (a chunk that appears in a later iteration arrives
+    later). Updates ``orders[node]``."""
+    from .ops_routing import eager_merge, iter_chunks
+    counts = [sum(1 for _ in iter_chunks(s, node.b, rank=node.b, op=node.name, port=f"in{j}"))
+              for j, s in enumerate(ins)]
+    order = list(orders[node])
+    left = list(counts)
+    for j in order:
+        left[j] -= 1
+    if any(x < 0 for x in left):
+        j = next(j for j, x in enumerate(left) if x < 0)
+        raise StepRuntimeError(f"{node.name}: in{j} has {counts[j]} chunks, fewer than an "
+                               f"earlier iteration of the cycle merged", op=node.name,
+                               port=f"in{j}")
+    while any(left):
+        for j in range(len(left)):
+            if left[j]:
+                order.append(j)
+                left[j] -= 1
+    orders[node] = order
+    return list(eager_merge(ins, node.b, op=node.name, order=order))
+
+
+def _as_far_as_both(node, ins):
+    """A Partition's data and rank-0 selector cut to the chunks both have."""
+    from .ops_routing import iter_chunks
+    data, sel = ins
+    chunks = list(iter_chunks(data, node.b, rank=node.inputs[0].rank, op=node.name))
+    k = min(len(chunks), len(sel))
+    return [data[:chunks[k - 1].last + 1] if k else [], sel[:k]]
+
+
+def _check_declared(f, tokens):
+    """The feedback's tokens have the declared static sizes (the bound stream may be symbolic)."""
+    out = f.outputs[0]
+    sizes = fibre_sizes(tokens, out.rank)
+    for i, d in enumerate(out.shape):
+        if isinstance(d, int):
+            bad = [x for x in sizes[out.rank - i] if x != d]
+            if bad:
+                raise StepRuntimeError(
+                    f"{f.name}: the feedback is declared as {list(out.shape)}, but the stream "
+                    f"bound to it ({f.inputs[0].name}) has {bad[0]} at dimension {i}",
+                    op=f.name, port="in0")
 
 
 def fibre_sizes(tokens, rank):
