@@ -136,8 +136,8 @@ def parse_statistics(output):
     for m in _PHASE.finditer(output):
         phase, sec, p, f, i = m.groups()
         if phase == "generate":
-            stats.update(passing=int(p), failing=int(f), invalid=int(i), seconds=float(sec))
-        elif phase == "reuse":
+            stats.update(passing=int(p), invalid=int(i), seconds=float(sec))
+        if phase in ("reuse", "generate"):      # a failure replayed from the database, or new
             stats["failing"] += int(f)
     m = re.search(r"^  - Stopped because (.*)$", output, re.M)
     if m:

@@ -67,3 +67,65 @@ def test_the_switch_and_the_profile_mean_ten_thousand():
     assert soak_examples({"STEPFORGE_SOAK": "0"}, profile="dev") is None
     assert soak_examples({}, profile="ci") is None
     assert settings.get_profile("soak").max_examples == 10_000
+
+
+# -- benchmarks/soak.py ------------------------------------------------------------------------
+
+def _soak_script():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("soak_script", ROOT / "benchmarks" / "soak.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_soak_plan_reaches_the_streams_of_every_kind():
+    soak = _soak_script()
+    for kind, tests in soak.KINDS.items():
+        examples = soak.plan(kind, 10_000)
+        streams = sum(examples[node] * s for node, s in tests)
+        assert 10_000 <= streams < 10_000 + sum(s for _, s in tests), kind
+    assert soak.plan("pcu", 10_000)["tests/test_hdl_pcu.py::test_map_unary"] == 477  # 21 / ex
+    assert soak.plan("memory", 10_000) == {
+        "tests/test_hdl_memory.py::test_random_bursts_match_a_flat_memory": 10_000}
+
+
+def test_the_soak_covers_every_unit_property_test():
+    """Every Hypothesis test of a hardware unit is in one unit kind of the soak, and only those."""
+    import importlib
+    soak = _soak_script()
+    listed = [node for tests in soak.KINDS.values() for node, _ in tests]
+    assert len(listed) == len(set(listed))
+    found = []
+    for path in sorted((ROOT / "tests").glob("test_hdl_*.py")):
+        module = importlib.import_module(f"tests.{path.stem}")
+        found += [f"tests/{path.name}::{name}" for name, fn in vars(module).items()
+                  if name.startswith("test_") and getattr(fn, "is_hypothesis_test", False)
+                  and fn.__module__ == module.__name__]
+    assert sorted(listed) == sorted(found)
+
+
+def test_the_soak_reads_the_hypothesis_statistics():
+    soak = _soak_script()
+    output = """tests/test_x.py::test_f:
+
+  - during reuse phase (0.01 seconds):
+    - Typical runtimes: < 1ms, of which < 1ms in data generation
+    - 0 passing, 1 failing, and 0 invalid test cases
+
+  - during generate phase (12.50 seconds):
+    - Typical runtimes: ~ 5-182 ms, of which ~ 0-4 ms in data generation
+    - 973 passing, 0 failing, and 41 invalid test cases
+
+  - during shrink phase (0.28 seconds):
+    - Typical runtimes: < 1ms, of which < 1ms in data generation
+    - 164 passing, 153 failing, and 0 invalid test cases
+    - Tried 317 shrinks of which 152 were successful
+
+  - Stopped because settings.max_examples=1000
+"""
+    assert soak.parse_statistics(output) == dict(passing=973, failing=1, invalid=41,
+                                                 seconds=12.5,
+                                                 stopped="settings.max_examples=1000")
+    assert soak.parse_statistics("1 failed") == dict(passing=0, failing=0, invalid=0,
+                                                     seconds=0.0, stopped="")
