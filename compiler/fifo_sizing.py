@@ -51,12 +51,14 @@ import sympy
 
 from .dims import fmt_shape
 from .ops.compute import Accum, Filter, FlatMap
+from .ops.feedback import Feedback
 from .ops.memory import Bufferize
 from .ops.routing import Broadcast, EagerMerge, Partition, Reassemble
 from .ops.shape import Promote, RepeatStatic, Reshape
 
 __all__ = ["UnitTiming", "Need", "FifoPlan", "reconvergences", "lp_depths", "check_deadlocks",
-           "looks_ahead", "unit_timing", "chunk_beats", "downstream", "routed_needs"]
+           "looks_ahead", "unit_timing", "chunk_beats", "downstream", "routed_needs",
+           "cycle_paths", "cycle_seeds", "cycle_needs"]
 
 
 @dataclass
@@ -197,6 +199,8 @@ def _reach(program, stream, cons):
     while stack:
         s, hold, hexpr, last, filtered, path = stack.pop()
         for node, _ in cons[s]:
+            if isinstance(node, Feedback):
+                continue        # a cycle's edge back: its own need (cycle_needs)
             # behind a data-dependent router a hold may take the fork's whole stream to fill
             total, texpr, new_last = _advance(node, hold, hexpr, last,
                                               *((whole, card) if filtered else ()))
@@ -220,7 +224,7 @@ def downstream(node, cons):
     seen, stack = set(), list(node.outputs)
     while stack:
         for n, _ in cons[stack.pop()]:
-            if n not in seen:
+            if n not in seen and not isinstance(n, Feedback):
                 seen.add(n)
                 stack.extend(n.outputs)
     return seen
@@ -269,6 +273,69 @@ def reconvergences(program, timing):
                 for meet in sorted(met, key=lambda n: n.name):
                     first = [p for p in my_paths[meet] if not any(s.node in met for s in p[0][1:])]
                     needs.extend(routed_needs(program, node, o, meet, first, timing))
+    for node in program.nodes:
+        if isinstance(node, Feedback) and node.bound:
+            needs.extend(cycle_needs(program, node, cons))
+    return needs
+
+
+def cycle_paths(fb, cons):
+    """Every path (a list of streams) from the feedback ``fb``'s output back to its bound
+    input: the cycles ``fb`` closes."""
+    target = fb.inputs[0]
+    paths, stack = [], [[fb.outputs[0]]]
+    while stack:
+        path = stack.pop()
+        s = path[-1]
+        if s is target:
+            paths.append(path)
+            continue
+        for node, _ in cons[s]:
+            if isinstance(node, Feedback) or any(x.node is node for x in path[1:]):
+                continue
+            for o in node.outputs:
+                stack.append(path + [o])
+    return paths
+
+
+def cycle_seeds(program, fb, paths):
+    """Elements a cycle of ``fb`` may carry at once, at the bounds, and what injects them: the
+    inputs from outside the cycle of every EagerMerge on it (a merge into a cycle forwards
+    them whenever it can; everything else on a cycle consumes one of its elements per element
+    it passes on). ``(count, [stream, ..])``."""
+    on = {s for p in paths for s in p}
+    nodes = {s.node for s in on}
+    seeds = []
+    for node in program.nodes:
+        if isinstance(node, EagerMerge) and node in nodes:
+            seeds += [s for s in node.inputs if s not in on]
+    return sum(_whole(program, s) for s in seeds), seeds
+
+
+def cycle_needs(program, fb, cons):
+    """The :class:`Need` of every path around the cycles that the feedback ``fb`` closes.
+
+    A cycle deadlocks when every FIFO on one of its paths is full and every unit on it waits to
+    push: the elements the cycle carries (its seeds, :func:`cycle_seeds`) must not fill a path.
+    Each path must hold all of them, counted in elements of the feedback stream (a FIFO of a
+    request's ``L`` addresses holds ``1 / L`` of a request per entry at the bound)."""
+    paths = cycle_paths(fb, cons)
+    if not paths:
+        return []
+    seeds, injected = cycle_seeds(program, fb, paths)
+    if not seeds:
+        return []
+    branch = fb.outputs[0]
+    names = ", ".join(s.name for s in injected)
+    needs = []
+    for path in paths:
+        weights = {s: _elements_per_beat(program, branch, s) for s in path}
+        via = " -> ".join(s.node.name for s in path[1:]) + f" -> {fb.name}"
+        why = (f"the cycle {fb.name} -> {via} carries up to {seeds} elements of {branch.name} "
+               f"(seeded by {names}); a path around it that cannot hold them all may fill, and "
+               f"every unit on it then waits for the next")
+        needs.append(Need(fb, fb, branch, path, seeds, sympy.Integer(seeds), seeds, branch, why,
+                          weights))
     return needs
 
 

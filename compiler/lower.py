@@ -34,6 +34,7 @@ from .fifo_sizing import (chunk_beats, check_deadlocks, downstream, looks_ahead,
                           unit_timing)
 from .graph import Program
 from .metrics import metrics
+from .ops.feedback import check_bound
 from .ops.compute import Accum, Filter
 from .ops.io import Input, Output
 from .ops.memory import Bufferize
@@ -439,6 +440,7 @@ def lower(program, config=None, *, depths=None, memory_slack_bytes=0, tiling="au
     if deadlock_check not in ("warn", "raise", "off"):
         raise ValueError(f"lower(): deadlock_check must be 'warn', 'raise' or 'off', not "
                          f"{deadlock_check!r}")
+    check_bound(program)
     note = "off" if tiling == "off" else "not needed"
     if tiling != "off":
         try:

@@ -9,6 +9,7 @@ from ..hdl.beat_io import BeatReader, BeatWriter, DiscardUnit
 from ..hdl.broadcast import BroadcastUnit
 from ..hdl.eager_merge import EagerMergeUnit
 from ..hdl.expand import ExpandUnit
+from ..hdl.feedback import FeedbackUnit
 from ..hdl.filter import FilterUnit
 from ..hdl.flatten import FlattenUnit
 from ..hdl.offchip_load import LinearLoadUnit, RandomLoadUnit
@@ -24,6 +25,7 @@ from ..hdl.reshape import ReshapeUnit
 from ..hdl.retile import RetileStreamifyUnit
 from ..hdl.zip import ZipUnit
 from .lower import LoweringError, Part, builds
+from .ops.feedback import Feedback
 from .ops.compute import Accum, AddrGen, Filter, Map, RetileStreamify, Scan
 from .ops.io import Discard, Input, Output
 from .ops.memory import Bufferize, Streamify
@@ -52,6 +54,12 @@ def _output(node, lc):
 @builds(Discard)
 def _discard(node, lc):
     return DiscardUnit(lc.layout(node.inputs[0]))
+
+
+@builds(Feedback)
+def _feedback(node, lc):
+    x = node.outputs[0]
+    return FeedbackUnit(x.dtype, x.rank, row_bound=lc.row_bound(x.dtype))
 
 
 @builds(Flatten)

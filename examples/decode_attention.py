@@ -1,0 +1,187 @@
+"""Decode attention over requests of uneven KV lengths, dispatched to parallel regions (ASPLOS'26
+section 5.4, P2 Fig. 14-16): dynamic parallelization, a cyclic graph, against static dispatch.
+
+Each of ``B`` requests has one query row ``q_b`` (``[1, d]`` int16) and ``L_b`` cached keys and
+values (``1 <= L_b <= Lmax``; request ``b``'s key ``j`` is column ``b * Lmax + j`` of the
+transposed key cache ``KT [d, B * Lmax]``, its value row ``b * Lmax + j`` of ``V [B * Lmax,
+d]``). A region computes, per request, one attention output row::
+
+    w_j = exp(q_b @ k_j)            (int16 Q8.8 fixed point, the library's exp)
+    o_b = (sum_j w_j * v_j) / (sum_j w_j)      (int32 sums, integer division)
+
+the softmax of the scores applied to the values, without the running maximum (the scores of
+the synthetic data stay in ``[-1, 1]``, where the fixed-point exp is exact enough; a fixed-point
+stand-in for FlashAttention's streaming softmax). It reads its keys and values with two
+RandomOffChipLoads driven by the request's addresses (a host stream ``addr [B, L]``, the KV
+lengths of a trace), and writes ``o_b`` to row ``b`` of ``O`` with a RandomOffChipStore (the
+request id ``rid``), so the output does not depend on which region served which request.
+
+``P`` regions serve the requests; ``mode`` says how requests are dispatched to them:
+
+``"dynamic"`` (the default; the paper's dynamic parallelization)
+    A Partition routes each request to a region by a selector that is a **feedback edge**:
+    the first ``P * inflight`` entries are a seeded round-robin (``init``: request ``r`` to
+    region ``r mod P``; ``inflight`` requests per region, 1 by default), the rest come from
+    the regions themselves. Each region signals "ready for the next
+    request" once all keys of its current request have been fetched (an Accum over the keys,
+    the paper's ``SignalReqAllRead``); an EagerMerge of the ``P`` signals says which region
+    became free, a Partition by the host stream ``keep`` drops the last ``P * inflight`` of them
+    (no request is left for them), and a second EagerMerge puts the seeds before them. The
+    merged stream is bound to the feedback declared at the top (``p.feedback``, ``p.bind``):
+    a cycle from the dispatching Partition through the regions back to it.
+``"interleaved"``
+    The static round-robin of the paper's baselines: request ``b`` to region ``b mod P``
+    (a host selector).
+``"coarse"``
+    Static coarse-grained dispatch: contiguous blocks of ``ceil(B / P)`` requests per region.
+
+Every mode computes the same ``O``. The interpreter runs the cyclic graph to its fixed point
+(``docs/routing.md``, "Cycles"): its EagerMerge takes the regions' signals round-robin, so it
+dispatches like ``interleaved``; in hardware the merge takes them as they arrive and the
+dispatch follows the regions' actual progress (``docs/paper.md``, "Decode attention").
+
+Traces: ``traces/attn_*.json`` (``benchmarks/paper_traces.py``) give ``kv_lengths`` of a
+low, medium or high variance batch; without a trace the lengths are drawn uniformly.
+"""
+
+import numpy as np
+
+from stepforge import (Accum, EagerMerge, Expand, Index, LinearOffChipLoad, Map, Partition,
+                       Program, Promote, RandomOffChipLoad, RandomOffChipStore, Select, Tile,
+                       cast, div, function, int16, int32, matmul)
+from stepforge.compiler.functions import zeros
+
+MODES = ("dynamic", "interleaved", "coarse")
+
+
+def program(B=8, P=2, d=4, Lmax=8, mode="dynamic", inflight=1):
+    if mode not in MODES:
+        raise ValueError(f"decode_attention: mode must be one of {', '.join(map(repr, MODES))}, "
+                         f"not {mode!r}")
+    for name, value, lo in (("B", B, 1), ("P", P, 1), ("d", d, 1), ("Lmax", Lmax, 1),
+                            ("inflight", inflight, 1)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < lo:
+            raise ValueError(f"decode_attention: {name} must be an int >= {lo}, not {value!r}")
+    if mode == "dynamic" and B < P * inflight:
+        raise ValueError(f"decode_attention: dynamic dispatch seeds {inflight} request(s) per "
+                         f"region, so it needs B >= P * inflight, got B={B}, P={P}, "
+                         f"inflight={inflight}")
+    p = Program("decode_attention")
+    p.dispatch_mode, p.inflight = mode, inflight
+    Q = p.tensor("Q", (B, d), int16)
+    KT = p.tensor("KT", (d, B * Lmax), int16)          # request b's key j: column b*Lmax + j
+    V = p.tensor("V", (B * Lmax, d), int16)            # its value: row b*Lmax + j
+    O = p.tensor("O", (B, d), int32, role="output")
+    L = p.symbol("L", bound=Lmax, ragged=True)          # a request's KV length
+    addr = p.input("addr", (B, L), Index())             # [B, L]: each request's KV rows
+    rid = p.input("rid", (B,), Index())                 # [B]: each request's output row
+    q = LinearOffChipLoad(Q, (1, d), out_shape=(B,), stride=(1,))   # [1, B] of [1, d]
+    q = _rows(q)                                                    # [B] of [1, d]
+    if mode == "dynamic":
+        dispatch = p.feedback("dispatch", (B,), Select(P))
+    else:
+        dispatch = p.input("sel", (B,), Select(P))
+    qs = Partition(q, dispatch, P, 0)                   # [N_r] of [1, d] each
+    addrs = Partition(addr, dispatch, P, 1)             # [N_r, L] of Index
+    rids = Partition(rid, dispatch, P, 0)               # [N_r] of Index
+    ready = [_region(qs[r], addrs[r], rids[r], KT, V, O) for r in range(P)]
+    if mode == "dynamic":
+        _, free = EagerMerge(ready, 0)                  # [M] of Select(P): the region now free
+        keep = p.input("keep", free.shape, Select(1))   # 1 but for the last P * inflight
+        kept = Partition(free, keep, 1, 0)[0]           # [N] of Select(P)
+        init = p.input("init", (P * inflight,), Select(P))  # seeds: request r to region r mod P
+        seeded, _ = EagerMerge([init, kept], 0)         # [P * inflight + N] of Select(P)
+        p.bind(dispatch, seeded)
+    return p
+
+
+def _rows(q):
+    """``[1, B] of [1, d]`` as ``[B] of [1, d]``."""
+    from stepforge import Flatten
+    return Flatten(q, 0, 1)
+
+
+score = function(lambda q, k: (q @ k).cast(int16).exp(), name="score")
+
+
+def _region(q, addr, rid, KT, V, O):
+    """One attention region: its requests' queries ``q [N] of [1, d]``, KV addresses ``addr
+    [N, L]`` and output rows ``rid [N]``; writes each output row to ``O`` and returns its
+    "ready for the next request" signal, one per request (after its last key is fetched)."""
+    d = KT.shape[0]
+    k = RandomOffChipLoad(addr, KT, (d, 1))             # [N, L] of [d, 1]
+    v = RandomOffChipLoad(addr, V, (1, d))              # [N, L] of [1, d]
+    qx = Expand(Promote(q, 0), k, 1)                    # [N, L] of [1, d]
+    w = Map(score, qx, k)                               # [N, L] of [1, 1] int16 (Q8.8)
+    num = Accum(lambda acc, x: acc + x, Tile(int32, 1, d), Map(matmul, w, v), b=1)  # [N] [1, d]
+    den = Accum(lambda acc, x: acc + x, Tile(int32, 1, 1), Map(cast(int32), w), b=1)  # [N] [1, 1]
+    RandomOffChipStore(rid, Map(div, num, den), O)
+    return Accum(lambda acc, x: acc + x, Tile(int16, d, 1), k, b=1)    # [N] of [d, 1]
+
+
+def masks(mode, B, P):
+    """The static dispatch selector: one one-hot mask per request."""
+    if mode == "interleaved":
+        return [1 << (b % P) for b in range(B)]
+    per = -(-B // P)
+    return [1 << (b // per) for b in range(B)]
+
+
+def kv_lengths(program, seed=0, trace=None):
+    """The KV length of every request: the trace's ``kv_lengths``, else uniform in 1..Lmax."""
+    B = program.tensors["Q"].shape[0]
+    Lmax = program.tensors["V"].shape[0] // B
+    if trace is not None and "kv_lengths" in trace:
+        lengths = trace["kv_lengths"]
+        if (not isinstance(lengths, list) or len(lengths) != B
+                or not all(isinstance(x, int) and 1 <= x <= Lmax for x in lengths)):
+            raise SystemExit(f"decode_attention: the trace's kv_lengths must list {B} ints in "
+                             f"1..{Lmax} (B and Lmax of the program), got {lengths!r}")
+        return list(lengths)
+    rng = np.random.default_rng(seed + 1)
+    return [int(x) for x in rng.integers(1, Lmax + 1, B)]
+
+
+def data(program, seed=0, trace=None):
+    """Queries and keys in -8..8 (scores in [-1, 1] in Q8.8), values in -512..512, the KV addresses of the
+    lengths (trace or random) and the dispatch streams of the program's mode."""
+    rng = np.random.default_rng(seed)
+    B, d = program.tensors["Q"].shape
+    Lmax = program.tensors["V"].shape[0] // B
+    P = _regions(program)
+    lengths = kv_lengths(program, seed, trace)
+    tensors = {
+        "Q": rng.integers(-8, 9, (B, d), dtype=np.int16),
+        "KT": rng.integers(-8, 9, (d, B * Lmax), dtype=np.int16),
+        "V": rng.integers(-512, 513, (B * Lmax, d), dtype=np.int16),
+    }
+    inputs = {"addr": [[b * Lmax + j for j in range(n)] for b, n in enumerate(lengths)],
+              "rid": list(range(B))}
+    if program.dispatch_mode != "dynamic":
+        inputs["sel"] = masks(program.dispatch_mode, B, P)
+    else:
+        seeds = P * program.inflight
+        inputs["init"] = [1 << (r % P) for r in range(seeds)]
+        inputs["keep"] = [1] * (B - seeds) + [0] * seeds
+    return {"tensors": tensors, "inputs": inputs}
+
+
+def _regions(program):
+    return next(n for n in program.nodes if n.op == "Partition").n
+
+
+def reference(program, tensors, inputs):
+    """``O`` in NumPy: the same fixed-point exp (``stepforge.contract.fixedpoint``), int32 sums
+    and division truncating toward zero."""
+    from stepforge.contract.fixedpoint import evaluate_q
+    B, d = program.tensors["Q"].shape
+    q = tensors["Q"].astype(np.int64)
+    out = np.zeros((B, d), dtype=np.int64)
+    for b, rows in zip(inputs["rid"], inputs["addr"]):
+        k = tensors["KT"][:, rows].astype(np.int64)            # [d, L]
+        v = tensors["V"][rows].astype(np.int64)                # [L, d]
+        s = (q[b] @ k).astype(np.int16)                        # int32 -> int16 wraps (small)
+        w = np.asarray(evaluate_q("exp", s.astype(np.int64), int16), dtype=np.int64)
+        num, den = w @ v, w.sum()
+        out[b] = np.sign(num) * (np.abs(num) // den)          # den > 0: exp is positive
+    return {"O": out.astype(np.int32)}
