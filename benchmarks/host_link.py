@@ -5,7 +5,7 @@
    (:class:`~stepforge.boards.host.sim_port.SimBoard`); whole-frame WRITEs and READs of
    ``max_data`` bytes are timed in simulated time from the request's first start bit to the
    reply's last stop bit, and the data bytes' own time on the line is divided by it.
-2. **Cost.** The link alone (UART receiver and transmitter, receive FIFO, bridge) around a
+2. **Cost.** The link alone (UART receiver and transmitter, bridge) around a
    256-word stand-in memory, synthesized, placed and routed for the UP5K and the ECP5-85F
    (one seed each): LUTs, flip-flops, block RAMs, Fmax.
 
@@ -19,14 +19,14 @@ import tempfile
 from pathlib import Path
 
 from amaranth.hdl import Module, Signal
-from amaranth.lib import fifo, memory, wiring
+from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
 from stepforge.boards import build
 from stepforge.boards.host import SimBoard, line_rate
 from stepforge.contract import host_protocol as hp
 from stepforge.hdl.config import HardwareConfig
-from stepforge.hdl.host_link import RX_FIFO_DEPTH, HostBridge, UartRx, UartTx, baud_divisor
+from stepforge.hdl.host_link import HostBridge, UartRx, UartTx, baud_divisor
 from stepforge.hdl.memory import MemoryGeometry
 from stepforge.loader import load
 from stepforge.sim.rtl import verilator
@@ -70,7 +70,6 @@ class LinkOnly(wiring.Component):
                            size_words=256)
         m.submodules.rx = rx = UartRx(self.divisor)
         m.submodules.tx = tx = UartTx(self.divisor)
-        m.submodules.q = q = fifo.SyncFIFO(width=8, depth=RX_FIFO_DEPTH)
         m.submodules.bridge = br = HostBridge(g, status_csrs=(1, 2, 3), timeout=self.clock_hz // 50,
                                               clock_hz=self.clock_hz, baud=self.baud)
         m.submodules.mem = mem = memory.Memory(shape=16, depth=256, init=[])
@@ -82,14 +81,13 @@ class LinkOnly(wiring.Component):
                      csr.eq(cycles + br.csr_addr)]
         m.d.comb += [
             rx.rx.eq(self.uart_rx), self.uart_tx.eq(tx.tx),
-            q.w_data.eq(rx.o.payload), q.w_en.eq(rx.o.valid),
-            br.rx.payload.eq(q.r_data), br.rx.valid.eq(q.r_rdy), q.r_en.eq(br.rx.ready),
-            br.rx_error.eq(rx.framing_error),
+            br.rx_error.eq(rx.framing_error | rx.overrun),
             w.addr.eq(br.debug.addr), w.data.eq(br.debug.wdata), w.en.eq(br.debug.we),
             r.addr.eq(br.debug.addr), br.debug.rdata.eq(r.data), br.debug.rvalid.eq(valid[1]),
             br.csr_rdata.eq(csr), br.running.eq(cycles[31]),
             self.leds.eq(br.start | br.busy << 1),
         ]
+        wiring.connect(m, rx.o, br.rx)
         wiring.connect(m, br.tx, tx.i)
         return m
 

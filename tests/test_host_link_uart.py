@@ -15,14 +15,16 @@ def line_bits(byte, stop=1):
     return [0] + [byte >> i & 1 for i in range(8)] + [stop]
 
 
-def run_rx(divisor, chars, *, gap=0, skew=0):
+def run_rx(divisor, chars, *, gap=0, skew=0, ready=True):
     """Drive ``chars`` (``(byte, stop bit)``) into a UartRx, ``divisor + skew`` cycles per bit;
-    return the bytes received and the framing errors, in order, with their cycles."""
+    return the bytes received (taken, or offered when ``ready`` is False: the first cycle of each
+    offer), the framing errors and the overruns, in order, with their cycles."""
     dut = UartRx(divisor)
     events = []
     bit = divisor + skew
 
     async def drive(ctx):
+        ctx.set(dut.o.ready, ready)
         ctx.set(dut.rx, 1)
         await ctx.tick().repeat(3)
         for byte, stop in chars:
@@ -39,13 +41,17 @@ def run_rx(divisor, chars, *, gap=0, skew=0):
 
     async def watch(ctx):
         cycle = 0
-        async for _, _, valid, data, ferr in ctx.tick().sample(dut.o.valid, dut.o.payload,
-                                                                dut.framing_error):
+        offered = False
+        async for _, _, valid, data, ferr, over in ctx.tick().sample(
+                dut.o.valid, dut.o.payload, dut.framing_error, dut.overrun):
             cycle += 1
-            if valid:
+            if valid and not offered:
                 events.append(("byte", data, cycle))
+            offered = valid and not ready
             if ferr:
                 events.append(("framing", None, cycle))
+            if over:
+                events.append(("overrun", None, cycle))
 
     sim = Simulator(dut)
     sim.add_clock(1e-6)
@@ -72,11 +78,24 @@ def test_rx_framing_error_drops_the_byte_and_recovers():
     assert [(e[0], e[1]) for e in events] == [("byte", 0x12), ("framing", None), ("byte", 0x56)]
 
 
+def test_rx_holds_a_byte_until_taken_and_flags_an_overrun():
+    """Never ready: the first byte stays offered until the next one's first data bit is sampled
+    (overrun), then the next byte is offered."""
+    events = run_rx(8, [(0x12, 1), (0x34, 1)], ready=False)
+    assert [(e[0], e[1]) for e in events] == [("byte", 0x12), ("overrun", None),
+                                              ("byte", 0x34)]
+    # the offer ends two bit times after it began (the rest of the stop bit, the next start
+    # bit, half its first data bit); the second byte comes 10 bit times after the first
+    assert events[1][2] - events[0][2] == 2 * 8
+    assert events[2][2] - events[0][2] == 8 * 10
+
+
 def test_rx_ignores_a_glitch():
     dut = UartRx(8)
     events = []
 
     async def drive(ctx):
+        ctx.set(dut.o.ready, 1)
         ctx.set(dut.rx, 1)
         await ctx.tick().repeat(4)
         ctx.set(dut.rx, 0)                    # two cycles low: not a start bit
@@ -152,6 +171,7 @@ def test_tx_into_rx_loopback():
     got = []
 
     async def bench(ctx):
+        ctx.set(rx.o.ready, 1)
         k = 0
         for _ in range(60 * len(data) + 50):
             ctx.set(tx.i.valid, k < len(data))

@@ -11,8 +11,8 @@ Public surface:
 """
 
 from .bridge import HostBridge
-from .top import RX_FIFO_DEPTH, HostLinkTop, design_id
+from .top import HostLinkTop, design_id
 from .uart import MIN_DIVISOR, UartRx, UartTx, baud_divisor
 
 __all__ = ["HostLinkTop", "HostBridge", "UartRx", "UartTx", "baud_divisor", "design_id",
-           "MIN_DIVISOR", "RX_FIFO_DEPTH"]
+           "MIN_DIVISOR"]

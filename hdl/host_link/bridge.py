@@ -1,13 +1,15 @@
 """The host link's bridge: frames in from the UART, memory, CSR and start out, replies back."""
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from contextlib import contextmanager
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ...contract import host_protocol as hp
-from ..memory import DebugSignature, times_const
+from ..memory import DebugSignature
 
-__all__ = ["HostBridge", "crc16_step"]
+__all__ = ["HostBridge", "crc16_step", "CRC_PRESET"]
 
 
 def crc16_step(crc, byte):
@@ -19,32 +21,55 @@ def crc16_step(crc, byte):
     return c
 
 
+def _crc_preset():
+    for x in range(1 << 16):
+        if hp.crc16_update(x, hp.SYNC) == hp.CRC_INIT:
+            return x
+    raise AssertionError("no CRC preset")     # the CRC step is a bijection: never reached
+
+
+#: The CRC register's value before a frame's ``SYNC``: the step over ``SYNC`` takes it to
+#: :data:`~stepforge.contract.host_protocol.CRC_INIT`, so every byte of a frame, ``SYNC``
+#: included, goes through the CRC and the register has one reset value (0xBB0C).
+CRC_PRESET = _crc_preset()
+
+
 class HostBridge(wiring.Component):
     """Executes the frames of :mod:`stepforge.contract.host_protocol` on a System's ports.
 
-    Bytes arrive on ``rx``, one per cycle at most. A frame is parsed as it comes; a ``WRITE``'s
-    words go to a buffer of ``max_data`` bytes (one block RAM), and nothing is done before the
-    frame's last byte has arrived and its CRC, command, length and arguments are checked. Then:
+    Bytes arrive on ``rx``, one per cycle at most. A frame is parsed as it comes, into the
+    registers that execute it: the address (or first CSR) straight into the word cursor that
+    drives ``debug.addr`` and ``csr_addr``, the count straight into the item counter, a
+    ``WRITE``'s data bytes into a byte buffer of ``max_data`` bytes (one block RAM, addressed
+    by the payload byte counter). The length is checked against the command when it arrives.
+    Nothing is done before the frame's last byte has arrived and its CRC, command, length and
+    arguments are checked (two cycles, from registers). Then:
 
-    * ``WRITE``: the buffered words go to the memory through ``debug``, one every other cycle;
-    * ``READ``: one word at a time is read through ``debug`` (its data arrives with ``rvalid``)
-      and sent while the next is fetched, so the reply leaves at the line rate;
+    * ``WRITE``: the buffered bytes are assembled into words in the reply shift register and
+      written through ``debug``, one word every ``2 * word_bytes + 1`` cycles;
+    * ``READ``: one word at a time is read through ``debug`` (its data arrives with
+      ``rvalid``) and sent, so the reply leaves at the line rate;
     * ``CSR``: one register per 4 bytes sent, through ``csr_addr``/``csr_rdata`` (one cycle);
     * ``START``: ``start`` pulses for one cycle (once; later ones answer ``STARTED``);
     * ``RESET``: ``system_reset`` pulses for one cycle and ``START`` is allowed again;
     * ``STATUS``: ``running``/``done``/``error``/``deadlock``/started, then the three CSRs from
-      ``status_csrs`` (cycles, error unit, error code) as a ``CSR`` read sends them;
+      ``status_csrs`` (cycles, error unit, error code) as a ``CSR`` read sends them (the cursor
+      and the item counter start every frame at the first status CSR and 3);
     * ``INFO``: constants.
 
-    A frame whose bytes stop for ``timeout`` cycles is answered ``TIMEOUT``; after any other
+    A frame whose bytes stop for ``timeout`` cycles (rounded up to a power of two: the quiet
+    counter's carry out is the timeout) is answered ``TIMEOUT``; after any other
     error the bridge discards bytes until ``timeout`` quiet cycles and then replies (protocol
-    doc). A byte lost to ``rx_error`` (a framing error of the UART) inside a frame makes it
-    ``FRAMING``. The reply is sent on ``tx`` with its CRC computed on the way out.
+    doc). A byte lost to ``rx_error`` (a framing error or an overrun of the UART) inside a frame
+    makes it ``FRAMING``. Reply bytes leave through a one-byte register; the one CRC register
+    covers the bytes the bridge takes and the reply bytes the transmitter takes, and the CRC is
+    sent as the register's high byte twice (after the step over its high byte, the register's
+    high byte is its former low byte). All outputs to the System come from registers.
 
     Parameters
     ----------
     geometry : stepforge.hdl.memory.MemoryGeometry
-        The memory behind ``debug`` (word size, address width, size).
+        The memory behind ``debug`` (word size, a power of two; address width; size).
     status_csrs : (int, int, int)
         CSR addresses of the cycle counter, the error unit and the error code (consecutive).
     timeout : int
@@ -78,6 +103,8 @@ class HostBridge(wiring.Component):
     def __init__(self, geometry, *, status_csrs, timeout, design_id=0, clock_hz=0, baud=0,
                  max_data=hp.MAX_DATA):
         wb = geometry.word_bytes
+        if wb & (wb - 1):
+            raise ValueError(f"HostBridge needs a memory word of a power-of-two bytes, not {wb}")
         if isinstance(max_data, bool) or not isinstance(max_data, int) or max_data < wb \
                 or max_data % wb or max_data > 0xFFFF - 8:
             raise ValueError(f"HostBridge max_data must be a multiple of the word size {wb} "
@@ -125,317 +152,413 @@ class HostBridge(wiring.Component):
         m = Module()
         g = self.geometry
         wb = g.word_bytes
+        wb_log = wb.bit_length() - 1
         max_words = self.max_data // wb
+        max_csrs = self.max_data // 4
         max_len = hp.max_len(self.max_data)
         S = hp.Status
         C = hp.Command
-        size_bits = max(1, g.size_words.bit_length())   # an in-range address fits in these
+        info = self.info.pack()
 
-        m.submodules.buffer = buf = memory.Memory(shape=g.word_bits, depth=max_words, init=[])
+        # ---- the control: one flip-flop per state (one-hot), HUNT after reset. The states
+        # drive the control signals below (combinational, 0 unless set); each register of the
+        # datapath is written in one place from them.
+        names = ["HUNT", "CMD", "SEQ", "LEN0", "LEN1", "PAYLOAD", "CRC0", "CRC1", "VERIFY",
+                 "CHECK", "DRAIN", "WRITE_FETCH", "WRITE_SHIFT", "WRITE_STORE", "REPLY_HEADER",
+                 "REPLY_INFO", "REPLY_FLAGS", "REPLY_DATA", "REPLY_WORD", "REPLY_CSR_WAIT",
+                 "REPLY_CSR", "REPLY_CRC", "REPLY_END"]
+        st = {n: Signal(init=n == "HUNT", name=f"state_{n.lower()}") for n in names}
+        current = []
+
+        @contextmanager
+        def state(name):
+            current.append(name)
+            with m.If(st[name]):
+                yield
+            current.pop()
+
+        def goto(name):
+            m.d.sync += [st[current[-1]].eq(0), st[name].eq(1)]
+
+        # ---- the WRITE buffer: the data bytes of a frame, at their payload offset - 4
+        m.submodules.buffer = buf = memory.Memory(shape=8, depth=self.max_data, init=[])
         wport = buf.write_port()
         rport = buf.read_port()
 
         # ---- the frame being received
         cmd = Signal(8, name="frame_cmd")
         seq = Signal(8, name="frame_seq")
-        length = Signal(range(max_len + 1), name="frame_len")   # longer frames are drained
-        got = Signal(range(max_len + 1), name="frame_got")      # payload bytes received
-        arg = Signal(48, name="frame_arg")            # the first 6 payload bytes, LSB first
-        # one CRC register for both directions: a frame is received, then answered
-        crc = Signal(16, init=hp.CRC_INIT, name="crc")
-        wacc = Signal(g.word_bits, name="write_word")  # a WRITE word being assembled
-        wbyte = Signal(range(max(2, wb)), name="write_byte")
-        nwords = Signal(range(max_words + 1), name="write_words")
-        lost = Signal(name="frame_lost_byte")
-        status = Signal(8, name="reply_status")
-        quiet = Signal(range(self.timeout + 1), name="quiet_cycles")
-        started = Signal(name="started")
-        # the command, decoded when it arrives
         is_ = {c: Signal(name=f"is_{c.name.lower()}") for c in C}
-
-        addr = Signal(32, name="arg_addr")
-        count = Signal(16, name="arg_count")
-        csr_first = Signal(16, name="arg_csr_first")
-        csr_count = Signal(16, name="arg_csr_count")
-        m.d.comb += [addr.eq(arg[:32]), count.eq(arg[32:48]), csr_first.eq(arg[:16]),
-                     csr_count.eq(arg[16:32])]
-        byte = self.rx.payload
-        take = Signal(name="rx_take")
-        m.d.comb += take.eq(self.rx.valid & self.rx.ready)
-
-        # the checks, computed while the CRC's two bytes arrive, so that the decision after
-        # the last byte reads registers only
+        known = Signal(name="frame_known_cmd")
+        left = Signal(range(max_len + 1), name="frame_left")      # payload bytes to come
+        # payload offset - 4: the 4 argument bytes are -4..-1 (the sign bit set), a WRITE's
+        # data bytes 0..max_data - 1, its buffer address; after the payload, the data bytes
+        pos = Signal(range(-4, self.max_data + 1), name="frame_pos")
+        lost = Signal(name="frame_lost_byte")
         len_ok = Signal(name="check_length_ok")
+        # the word address (READ, WRITE) or CSR address (CSR, STATUS), and the words or CSRs
+        # to move; bits of the 32-bit address or the 16-bit count above them set a flag
+        cursor = Signal(max(g.addr_bits, 16), name="cursor")
+        items = Signal(range(max(max_words, max_csrs, 3) + 1), name="items")
+        addr_over = Signal(name="frame_addr_over")
+        count_over = Signal(name="frame_count_over")
+        # the checks: registers, computed while the CRC's bytes arrive and in VERIFY
+        end = Signal(len(cursor) + 1, name="check_end")
         count_ok = Signal(name="check_count_ok")
-        addr_hi_zero = Signal(name="check_addr_high_zero")
-        end = Signal(size_bits + 1, name="check_end")
         range_ok = Signal(name="check_range_ok")
-        reply_len = Signal(range(self.max_data + 2), name="check_reply_len")   # with status
+        crc_bad = Signal(name="check_crc_bad")
+        status = Signal(4, name="reply_status")
+        started = Signal(name="started")
 
-        # ---- the reply
-        hdr = Signal(range(8), name="reply_header_index")
+        # ---- the timeout: counts up from 0 after each byte, to 2**k >= timeout
+        qk = (self.timeout - 1).bit_length()
+        quiet = Signal(qk + 1, name="quiet")
+        timed_out = quiet[qk]
+
+        # ---- execution and the reply
+        rd = Signal(range(self.max_data + 1), name="write_read_index")
+        wbyte = Signal(max(1, wb_log), name="write_byte")
         sr_bits = max(g.word_bits, 32)
-        sr = Signal(sr_bits, name="reply_shift")
-        sr_left = Signal(range(sr_bits // 8 + 1), name="reply_shift_bytes")
-        items = Signal(range(max(max_words, self.max_data // 4) + 1),
-                       name="reply_items")            # words or CSRs still to fetch
-        total = Signal(range(self.max_data + 2), name="reply_total")   # status byte and data
-        cursor = Signal(max(g.addr_bits, 16), name="reply_cursor")   # next word or CSR
-        flags_r = Signal(5, name="status_flags")
-        tidx = Signal(range(hp.INFO_BYTES), name="reply_table_index")
-        widx = Signal(range(max_words + 1), name="exec_index")
+        sr = Signal(sr_bits, name="shift")          # reply words and CSRs out, WRITE words in
+        sr_left = Signal(range(max(wb, 4) + 1), name="shift_bytes")
+        hdr = Signal(range(8), name="reply_index")  # header bytes, then the two CRC bytes
+        tidx = Signal(range(len(info)), name="reply_info_index")
+        rlen = Signal(range(max(self.max_data, 4 * max_csrs) + 2), name="reply_len")
+        crc = Signal(16, init=CRC_PRESET, name="crc")
 
-        # registered outputs to the System
-        d_addr = Signal(g.addr_bits, name="debug_addr")
-        d_wdata = Signal(g.word_bits, name="debug_wdata")
+        # registered outputs to the System: the cursor is the address
         d_we = Signal(name="debug_we")
         d_re = Signal(name="debug_re")
-        csr_a = Signal(16, name="csr_addr_reg")
         start = Signal(name="start_pulse")
         sys_rst = Signal(name="system_reset_pulse")
-        m.d.sync += [d_we.eq(0), d_re.eq(0), start.eq(0), sys_rst.eq(0)]
-        m.d.comb += self.system_reset.eq(sys_rst)
-        m.d.comb += [self.debug.addr.eq(d_addr), self.debug.wdata.eq(d_wdata),
-                     self.debug.we.eq(d_we), self.debug.re.eq(d_re), self.csr_addr.eq(csr_a),
-                     self.start.eq(start)]
+        m.d.comb += [self.debug.addr.eq(cursor), self.debug.wdata.eq(sr[sr_bits - g.word_bits:]),
+                     self.debug.we.eq(d_we), self.debug.re.eq(d_re),
+                     self.csr_addr.eq(cursor[:16]), self.start.eq(start),
+                     self.system_reset.eq(sys_rst), self.busy.eq(~st["HUNT"])]
+
+        byte = self.rx.payload
+        # a byte is taken in a state that takes bytes when it is valid (``rx.ready`` is those
+        # states), so the datapath's conditions do not wait for ``rx.ready``
+        take = self.rx.valid
 
         # reply bytes leave through a register (out -> tx), refilled while the UART sends
         out = stream.Signature(8).create(path=("reply",))
         tx_valid = Signal(name="tx_valid_reg")
         tx_byte = Signal(8, name="tx_byte_reg")
+        tx_take = Signal(name="tx_take")
         m.d.comb += [self.tx.valid.eq(tx_valid), self.tx.payload.eq(tx_byte),
+                     tx_take.eq(tx_valid & self.tx.ready),
                      out.ready.eq(~tx_valid | self.tx.ready)]
         with m.If(out.ready):
             m.d.sync += [tx_valid.eq(out.valid), tx_byte.eq(out.payload)]
         sent = Signal(name="reply_sent")
         m.d.comb += sent.eq(out.valid & out.ready)
 
-        # input timeout: cycles since the last byte (while a frame is open or being drained)
-        with m.If(take):
-            m.d.sync += quiet.eq(0)
-        with m.Elif(quiet != self.timeout):
-            m.d.sync += quiet.eq(quiet + 1)
-        timed_out = quiet == self.timeout
+        # ---- control signals
+        frame_start = Signal(name="frame_start")     # SYNC taken in HUNT
+        crc_update = Signal(name="crc_update")
+        crc_preset = Signal(name="crc_preset")
+        set_status = Signal(name="set_status")
+        new_status = Signal(4, name="new_status")
+        sr_shift = Signal(name="shift_shift")
+        sr_word = Signal(name="shift_load_word")
+        sr_csr = Signal(name="shift_load_csr")
 
+        # ---- the datapath
+        with m.If(take):                       # offered, taken or not: not quiet
+            m.d.sync += quiet.eq(0)
+        with m.Elif(~timed_out):
+            m.d.sync += quiet.eq(quiet + 1)
+
+        with m.If(frame_start):
+            m.d.sync += lost.eq(0)
         with m.If(self.rx_error):
             m.d.sync += lost.eq(1)
 
-        # every byte taken or sent goes through the CRC (the states below restart it)
-        with m.If(take | sent):
-            m.d.sync += crc.eq(crc16_step(crc, Mux(sent, out.payload, byte)))
+        # the CRC: every byte taken in a frame (from SYNC) and every reply byte the UART takes;
+        # held at its preset between frames and before a reply
+        with m.If(crc_preset):
+            m.d.sync += crc.eq(CRC_PRESET)
+        with m.Elif(crc_update):
+            m.d.sync += crc.eq(crc16_step(crc, Mux(tx_take, tx_byte, byte)))
 
-        info = self.info.pack()
+        with m.If(set_status):
+            m.d.sync += status.eq(new_status)
+
+        # the header's fields
+        with m.If(frame_start):
+            m.d.sync += [cmd.eq(0), seq.eq(0)]
+        with m.If(st["CMD"] & take):
+            m.d.sync += [cmd.eq(byte), known.eq(0)]
+            for c in C:
+                with m.If(byte == c):
+                    m.d.sync += known.eq(1)
+            m.d.sync += [is_[c].eq(byte == c) for c in C]
+        with m.If(st["SEQ"] & take):
+            m.d.sync += seq.eq(byte)
+        n = Cat(left[:8], byte)                  # LEN in LEN1
+        with m.If(st["LEN0"] & take):
+            m.d.sync += left.eq(byte)
+        with m.If(st["LEN1"] & take):
+            low = n[:wb_log] == 4 % wb if wb_log else Const(1)
+            m.d.sync += [left[8:].eq(byte),
+                         len_ok.eq(Mux(is_[C.WRITE], (n >= 4 + wb) & low,
+                                   Mux(is_[C.READ], n == 6,
+                                   Mux(is_[C.CSR], n == 4, n == 0))))]
+
+        # the payload: arguments into the cursor and the item counter, WRITE data into the
+        # buffer
+        pay = st["PAYLOAD"] & take
+        with m.If(pay):
+            m.d.sync += [left.eq(left - 1), pos.eq(pos + 1)]
+        with m.If(frame_start):
+            m.d.sync += pos.eq(-4)
+        arg = pos[-1]                              # the first 4 payload bytes
+        k = pos[:2]
+
+        def place(reg, offset, over):
+            """The byte's bits at bit ``offset`` of ``reg``; bits past its width set ``over``."""
+            nbits = max(0, min(8, len(reg) - offset))
+            if nbits:
+                m.d.sync += reg[offset:offset + nbits].eq(byte[:nbits])
+            if nbits < 8:
+                with m.If(byte[nbits:] != 0):
+                    m.d.sync += over.eq(1)
+
+        with m.If(frame_start):
+            # every frame starts with the cursor at the status CSRs (STATUS reads them)
+            m.d.sync += [cursor.eq(self.status_csrs[0]), addr_over.eq(0)]
+        with m.Elif(pay & arg & (k == 0)):
+            place(cursor, 0, addr_over)
+        with m.Elif(pay & arg & (k == 1)):
+            place(cursor, 8, addr_over)
+        with m.Elif(pay & arg & (k == 2) & ~is_[C.CSR]):
+            place(cursor, 16, addr_over)
+        with m.Elif(pay & arg & (k == 3) & ~is_[C.CSR]):
+            place(cursor, 24, addr_over)
+        with m.Elif(st["WRITE_STORE"] | sr_word | sr_csr):
+            m.d.sync += cursor.eq(cursor + 1)
+
+        with m.If(frame_start):
+            m.d.sync += [items.eq(3), count_over.eq(0)]
+        with m.Elif(pay & ((arg & (k == 2) & is_[C.CSR]) | (is_[C.READ] & (pos == 0)))):
+            place(items, 0, count_over)
+        with m.Elif(pay & ((arg & (k == 3) & is_[C.CSR]) | (is_[C.READ] & (pos == 1)))):
+            place(items, 8, count_over)
+        with m.Elif(sr_word | sr_csr):
+            m.d.sync += items.eq(items - 1)
+
+        m.d.comb += [wport.addr.eq(pos), wport.data.eq(byte),
+                     wport.en.eq(pay & is_[C.WRITE] & ~arg)]
+
+        # the checks, a pipeline from the argument registers (final from CRC0 on; VERIFY reads
+        # the last stage two cycles later)
+        m.d.sync += [
+            end.eq(cursor + Mux(is_[C.WRITE], pos[wb_log:], items)),
+            count_ok.eq((items != 0) & ~count_over & Mux(
+                is_[C.READ], items <= max_words, Mux(is_[C.CSR], items <= max_csrs, 1))),
+            range_ok.eq(~addr_over & (end <= g.size_words)),
+        ]
+
+        # WRITE execution: buffer bytes into the top of the shift register
+        m.d.comb += rport.addr.eq(rd)
+        with m.If(frame_start):
+            m.d.sync += [rd.eq(0), wbyte.eq(0)]
+        with m.If(st["WRITE_FETCH"]):
+            m.d.sync += rd.eq(rd + 1)
+        with m.If(st["WRITE_SHIFT"]):
+            m.d.sync += wbyte.eq(wbyte + 1)
+        m.d.sync += [d_we.eq(st["WRITE_SHIFT"] & (wbyte == wb - 1)), d_re.eq(0), start.eq(0),
+                     sys_rst.eq(0)]
+
+        with m.If(sr_word):
+            m.d.sync += [sr[:g.word_bits].eq(self.debug.rdata), sr_left.eq(wb)]
+        with m.Elif(sr_csr):
+            m.d.sync += [sr[:32].eq(self.csr_rdata), sr_left.eq(4)]
+        with m.Elif(sr_shift):
+            m.d.sync += sr.eq(Cat(sr[8:], rport.data))
+            with m.If(st["REPLY_DATA"]):
+                m.d.sync += sr_left.eq(sr_left - 1)
+
+        # the reply's counters
+        with m.If(frame_start):
+            m.d.sync += [hdr.eq(0), tidx.eq(0)]
+        with m.If((st["REPLY_HEADER"] | st["REPLY_CRC"]) & sent):
+            m.d.sync += hdr.eq(hdr + 1)
+        with m.If(st["REPLY_INFO"] & sent):
+            m.d.sync += tidx.eq(tidx + 1)
+        ok = status == S.OK
+        m.d.sync += rlen.eq(Mux(~ok, 1,
+                            Mux(is_[C.INFO], 1 + len(info),
+                            Mux(is_[C.STATUS], 1 + hp.STATUS_BYTES,
+                            Mux(is_[C.READ], ((items << wb_log) | 1) if wb_log else items + 1,
+                            Mux(is_[C.CSR], Cat(Const(1, 2), items), 1))))))
+
         flags = Cat(self.running, self.done, self.error, self.deadlock, started)
 
-        def reply(code, nbytes=1, items_=0):
-            """Send the reply: ``nbytes`` of payload (the status byte and the data)."""
-            m.d.sync += [status.eq(code), total.eq(nbytes), items.eq(items_), hdr.eq(0),
-                         sr_left.eq(0), tidx.eq(0)]
-            m.next = "REPLY_HEADER"
-
         def offer(index, values):
-            """Offer byte ``values[index]`` of a constant sequence to the transmitter."""
+            """Offer byte ``values[index]`` of a sequence to the transmitter."""
             m.d.comb += out.valid.eq(1)
             with m.Switch(index):
                 for i, value in enumerate(values):
                     with m.Case(i):
                         m.d.comb += out.payload.eq(value)
 
-        def receive(state, nxt, action=None, every=()):
-            """A state that takes one byte of the frame (or times out); ``every``: statements
-            for every cycle in the state."""
-            with m.State(state):
-                m.d.sync += every
-                m.d.comb += self.rx.ready.eq(1)
+        def refuse(code):
+            m.d.comb += [set_status.eq(1), new_status.eq(code)]
+            goto("DRAIN")
+
+        def receive(name, action):
+            """A state that takes one byte of the frame (or times out)."""
+            with state(name):
+                m.d.comb += [self.rx.ready.eq(1), crc_update.eq(take)]
                 with m.If(take):
-                    if action is not None:
-                        action()
-                    else:
-                        m.next = nxt
+                    action()
                 with m.Elif(timed_out):
-                    reply(Mux(lost, S.FRAMING, S.TIMEOUT))
+                    refuse(Mux(lost, S.FRAMING, S.TIMEOUT))
 
-        m.d.comb += self.busy.eq(1)
-        with m.FSM(name="bridge_fsm"):
-            with m.State("HUNT"):
-                m.d.comb += [self.rx.ready.eq(1), self.busy.eq(0)]
-                with m.If(take & (byte == hp.SYNC)):
-                    m.d.sync += [crc.eq(hp.CRC_INIT), lost.eq(0), got.eq(0), wbyte.eq(0),
-                                 nwords.eq(0), arg.eq(0)]
-                    m.next = "CMD"
+        # ---- the states
+        with state("HUNT"):
+            m.d.comb += self.rx.ready.eq(1)
+            with m.If(take & (byte == hp.SYNC)):
+                m.d.comb += [crc_update.eq(1), frame_start.eq(1)]
+                goto("CMD")
+            with m.Else():
+                m.d.comb += crc_preset.eq(1)
 
-            def take_cmd():
-                m.d.sync += [cmd.eq(byte)] + [is_[c].eq(byte == c) for c in C]
-                m.next = "SEQ"
-            receive("CMD", "SEQ", take_cmd)
+        receive("CMD", lambda: goto("SEQ"))
+        receive("SEQ", lambda: goto("LEN0"))
+        receive("LEN0", lambda: goto("LEN1"))
 
-            def take_seq():
-                m.d.sync += seq.eq(byte)
-                m.next = "LEN0"
-            receive("SEQ", "LEN0", take_seq)
+        def take_len1():
+            with m.If(n > max_len):
+                refuse(S.LENGTH)
+            with m.Elif(n == 0):
+                goto("CRC0")
+            with m.Else():
+                goto("PAYLOAD")
+        receive("LEN1", take_len1)
 
-            def take_len0():
-                m.d.sync += length[:8].eq(byte)
-                m.next = "LEN1"
-            receive("LEN0", "LEN1", take_len0)
+        def take_payload():
+            with m.If(left == 1):
+                goto("CRC0")
+        receive("PAYLOAD", take_payload)
+        receive("CRC0", lambda: goto("CRC1"))
+        receive("CRC1", lambda: goto("VERIFY"))
 
-            def take_len1():
-                n = Cat(length[:8], byte)
-                m.d.sync += length[8:].eq(byte)
-                with m.If(n > max_len):
-                    m.d.sync += status.eq(S.LENGTH)
-                    m.next = "DRAIN"
-                with m.Elif(n == 0):
-                    m.next = "CRC0"
-                with m.Else():
-                    m.next = "PAYLOAD"
-            receive("LEN1", "PAYLOAD", take_len1)
+        with state("VERIFY"):
+            m.d.comb += [crc_preset.eq(1), set_status.eq(1)]
+            m.d.sync += crc_bad.eq(crc != 0)
+            rw = is_[C.READ] | is_[C.WRITE]
+            with m.If(~known):
+                m.d.comb += new_status.eq(S.COMMAND)
+            with m.Elif(~len_ok):
+                m.d.comb += new_status.eq(S.LENGTH)
+            with m.Elif(~count_ok | (rw & ~range_ok)):
+                m.d.comb += new_status.eq(S.RANGE)
+            with m.Elif(rw & self.running):
+                m.d.comb += new_status.eq(S.BUSY)
+            with m.Elif(is_[C.START] & started):
+                m.d.comb += new_status.eq(S.STARTED)
+            with m.Else():
+                m.d.comb += new_status.eq(S.OK)
+            goto("CHECK")
 
-            def take_payload():
-                m.d.sync += got.eq(got + 1)
-                with m.Switch(got):
-                    for i in range(6):
-                        with m.Case(i):
-                            m.d.sync += arg[8 * i:8 * i + 8].eq(byte)
-                with m.If(is_[C.WRITE] & (got >= 4)):
-                    word = Cat(wacc[8:], byte)
-                    m.d.sync += wacc.eq(word)
-                    with m.If(wbyte == wb - 1):
-                        m.d.sync += [wbyte.eq(0), nwords.eq(nwords + 1)]
-                        m.d.comb += [wport.addr.eq(nwords), wport.data.eq(word),
-                                     wport.en.eq(1)]
-                    with m.Else():
-                        m.d.sync += wbyte.eq(wbyte + 1)
-                with m.If(got + 1 == length):
-                    m.next = "CRC0"
-            receive("PAYLOAD", "CRC0", take_payload)
-
-            # the arguments are complete from here on
-            receive("CRC0", "CRC1", every=[
-                len_ok.eq(Mux(is_[C.WRITE], (length >= 4 + wb) & (wbyte == 0),
-                          Mux(is_[C.READ], length == 6,
-                          Mux(is_[C.CSR], length == 4, length == 0)))),
-                count_ok.eq(Mux(is_[C.READ], (count != 0) & (count <= max_words),
-                            Mux(is_[C.CSR], (csr_count != 0)
-                                & (csr_count <= self.max_data // 4), 1))),
-                addr_hi_zero.eq(addr[size_bits:] == 0),
-                end.eq(addr[:size_bits] + Mux(is_[C.WRITE], nwords, count)),
-                reply_len.eq(Mux(is_[C.CSR], csr_count << 2, times_const(count, wb)) + 1),
-            ])
-            receive("CRC1", "CHECK", every=[range_ok.eq(addr_hi_zero & (end <= g.size_words))])
-
-            with m.State("CHECK"):
-                def refuse(code):
-                    m.d.sync += status.eq(code)
-                    m.next = "DRAIN"
-                with m.If(lost):
-                    refuse(S.FRAMING)
-                with m.Elif(crc != 0):
-                    refuse(S.CRC)
-                with m.Elif(~Cat(*is_.values()).any()):
-                    refuse(S.COMMAND)
-                with m.Elif(~len_ok):
-                    refuse(S.LENGTH)
-                with m.Elif(~count_ok | ((is_[C.READ] | is_[C.WRITE]) & ~range_ok)):
-                    refuse(S.RANGE)
-                with m.Elif((is_[C.READ] | is_[C.WRITE]) & self.running):
-                    refuse(S.BUSY)
-                with m.Elif(is_[C.START] & started):
-                    refuse(S.STARTED)
-                with m.Elif(is_[C.INFO]):
-                    reply(S.OK, 1 + len(info))
-                with m.Elif(is_[C.WRITE]):
-                    m.d.sync += widx.eq(0)
-                    m.next = "WRITE_FETCH"
-                with m.Elif(is_[C.READ]):
-                    m.d.sync += cursor.eq(addr)
-                    reply(S.OK, reply_len, count)
-                with m.Elif(is_[C.CSR]):
-                    m.d.sync += cursor.eq(csr_first)
-                    reply(S.OK, reply_len, csr_count)
-                with m.Elif(is_[C.START]):
+        with state("CHECK"):
+            m.d.comb += crc_preset.eq(1)
+            with m.If(lost):
+                refuse(S.FRAMING)
+            with m.Elif(crc_bad):
+                refuse(S.CRC)
+            with m.Elif(~ok):
+                goto("DRAIN")
+            with m.Elif(is_[C.WRITE]):
+                goto("WRITE_FETCH")
+            with m.Else():
+                with m.If(is_[C.START]):
                     m.d.sync += [start.eq(1), started.eq(1)]
-                    reply(S.OK)
-                with m.Elif(is_[C.RESET]):
+                with m.If(is_[C.RESET]):
                     m.d.sync += [sys_rst.eq(1), started.eq(0)]
-                    reply(S.OK)
-                with m.Else():     # STATUS: the flags, then three CSRs
-                    m.d.sync += [cursor.eq(self.status_csrs[0]), flags_r.eq(flags)]
-                    reply(S.OK, 1 + hp.STATUS_BYTES, 3)
-            with m.State("DRAIN"):
-                m.d.comb += self.rx.ready.eq(1)
-                with m.If(~take & timed_out):
-                    reply(status)
-            with m.State("WRITE_FETCH"):
-                m.d.comb += rport.addr.eq(widx)
-                m.next = "WRITE_STORE"
-            with m.State("WRITE_STORE"):
-                m.d.sync += [d_addr.eq(addr + widx), d_wdata.eq(rport.data), d_we.eq(1),
-                             widx.eq(widx + 1)]
-                with m.If(widx + 1 == nwords):
-                    reply(S.OK)
+                goto("REPLY_HEADER")
+
+        with state("DRAIN"):
+            m.d.comb += [self.rx.ready.eq(1), crc_preset.eq(1)]
+            with m.If(~take & timed_out):
+                goto("REPLY_HEADER")
+
+        # WRITE: each data byte from the buffer into the top of the shift register; a whole
+        # word is written at the cursor
+        with state("WRITE_FETCH"):
+            m.d.comb += crc_preset.eq(1)
+            goto("WRITE_SHIFT")
+        with state("WRITE_SHIFT"):
+            m.d.comb += [crc_preset.eq(1), sr_shift.eq(1)]
+            with m.If(wbyte == wb - 1):
+                goto("WRITE_STORE")
+            with m.Else():
+                goto("WRITE_FETCH")
+        with state("WRITE_STORE"):        # debug.we is high in this cycle
+            m.d.comb += crc_preset.eq(1)
+            with m.If(rd == pos):
+                goto("REPLY_HEADER")
+            with m.Else():
+                goto("WRITE_FETCH")
+
+        with state("REPLY_HEADER"):
+            m.d.comb += crc_update.eq(tx_take)
+            offer(hdr, [hp.SYNC, cmd | hp.REPLY, seq, rlen[:8], rlen[8:], status])
+            with m.If(sent & (hdr == 5)):
+                with m.If(~ok):
+                    goto("REPLY_CRC")
+                with m.Elif(is_[C.INFO]):
+                    goto("REPLY_INFO")
+                with m.Elif(is_[C.STATUS]):
+                    goto("REPLY_FLAGS")
+                with m.Elif(is_[C.READ] | is_[C.CSR]):
+                    goto("REPLY_DATA")
                 with m.Else():
-                    m.next = "WRITE_FETCH"
-            with m.State("REPLY_HEADER"):
-                head = [hp.SYNC, cmd | hp.REPLY, seq, total[:8], total[8:], status]
-                offer(hdr, head)
-                with m.If(sent):
-                    m.d.sync += hdr.eq(hdr + 1)
-                    with m.If(hdr == 0):
-                        m.d.sync += crc.eq(hp.CRC_INIT)   # the CRC starts after SYNC
-                    with m.If(hdr == len(head) - 1):
-                        with m.If(status != S.OK):
-                            m.d.sync += hdr.eq(0)
-                            m.next = "REPLY_CRC"
-                        with m.Elif(is_[C.INFO]):
-                            m.next = "REPLY_TABLE"
-                        with m.Elif(is_[C.STATUS]):
-                            m.next = "REPLY_FLAGS"
-                        with m.Else():
-                            m.next = "REPLY_DATA"
-            with m.State("REPLY_TABLE"):
-                # INFO's constants, byte by byte
-                offer(tidx, info)
-                with m.If(sent):
-                    m.d.sync += tidx.eq(tidx + 1)
-                    with m.If(tidx == len(info) - 1):
-                        m.d.sync += hdr.eq(0)
-                        m.next = "REPLY_CRC"
-            with m.State("REPLY_FLAGS"):
-                m.d.comb += [out.valid.eq(1), out.payload.eq(flags_r)]
-                with m.If(sent):
-                    m.next = "REPLY_DATA"
-            with m.State("REPLY_DATA"):
-                with m.If(sr_left != 0):
-                    m.d.comb += [out.valid.eq(1), out.payload.eq(sr[:8])]
-                    with m.If(sent):
-                        m.d.sync += [sr.eq(sr >> 8), sr_left.eq(sr_left - 1)]
-                with m.Elif(items != 0):
-                    with m.If(is_[C.READ]):
-                        m.d.sync += [d_addr.eq(cursor), d_re.eq(1)]
-                        m.next = "REPLY_WORD"
-                    with m.Else():
-                        m.d.sync += csr_a.eq(cursor)
-                        m.next = "REPLY_CSR_WAIT"
-                    m.d.sync += [cursor.eq(cursor + 1), items.eq(items - 1)]
+                    goto("REPLY_CRC")
+        with state("REPLY_INFO"):
+            m.d.comb += crc_update.eq(tx_take)
+            offer(tidx, info)
+            with m.If(sent & (tidx == len(info) - 1)):
+                goto("REPLY_CRC")
+        with state("REPLY_FLAGS"):
+            m.d.comb += [crc_update.eq(tx_take), out.valid.eq(1), out.payload.eq(flags)]
+            with m.If(sent):
+                goto("REPLY_DATA")
+        with state("REPLY_DATA"):
+            m.d.comb += crc_update.eq(tx_take)
+            with m.If(sr_left != 0):
+                m.d.comb += [out.valid.eq(1), out.payload.eq(sr[:8]), sr_shift.eq(sent)]
+            with m.Elif(items != 0):
+                with m.If(is_[C.READ]):
+                    m.d.sync += d_re.eq(1)
+                    goto("REPLY_WORD")
                 with m.Else():
-                    m.d.sync += hdr.eq(0)
-                    m.next = "REPLY_CRC"
-            with m.State("REPLY_WORD"):
-                with m.If(self.debug.rvalid):
-                    m.d.sync += [sr.eq(self.debug.rdata), sr_left.eq(wb)]
-                    m.next = "REPLY_DATA"
-            with m.State("REPLY_CSR_WAIT"):
-                m.next = "REPLY_CSR"
-            with m.State("REPLY_CSR"):
-                m.d.sync += [sr.eq(self.csr_rdata), sr_left.eq(4)]
-                m.next = "REPLY_DATA"
-            with m.State("REPLY_CRC"):
-                m.d.comb += [out.valid.eq(1),
-                             out.payload.eq(Mux(hdr == 0, crc[8:], crc[:8]))]
-                with m.If(sent):
-                    with m.If(hdr == 0):
-                        m.d.sync += [hdr.eq(1), crc.eq(crc)]   # hold: the CRC is being sent
-                    with m.Else():
-                        m.next = "HUNT"
+                    goto("REPLY_CSR_WAIT")
+            with m.Else():
+                goto("REPLY_CRC")
+        with state("REPLY_WORD"):
+            m.d.comb += [crc_update.eq(tx_take), sr_word.eq(self.debug.rvalid)]
+            with m.If(self.debug.rvalid):
+                goto("REPLY_DATA")
+        with state("REPLY_CSR_WAIT"):
+            m.d.comb += crc_update.eq(tx_take)
+            goto("REPLY_CSR")
+        with state("REPLY_CSR"):
+            m.d.comb += [crc_update.eq(tx_take), sr_csr.eq(1)]
+            goto("REPLY_DATA")
+        with state("REPLY_CRC"):
+            # the CRC's high byte, twice, each once the byte before it has gone through the
+            # CRC (the transmit register is empty)
+            m.d.comb += crc_update.eq(tx_take)
+            with m.If(~tx_valid):
+                m.d.comb += [out.valid.eq(1), out.payload.eq(crc[8:])]
+                with m.If(hdr[0]):             # 6 after the header, then 7
+                    goto("REPLY_END")
+        with state("REPLY_END"):
+            m.d.comb += crc_update.eq(tx_take)
+            with m.If(~tx_valid):
+                goto("HUNT")
         return m

@@ -5,19 +5,14 @@ import zlib
 
 from amaranth.hdl import Cat, ClockDomain, ClockSignal, DomainRenamer, Fragment, Module, \
     ResetSignal, Signal
-from amaranth.lib import fifo, wiring
+from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ...contract import host_protocol as hp
 from .bridge import HostBridge
 from .uart import UartRx, UartTx, baud_divisor
 
-__all__ = ["HostLinkTop", "design_id", "RX_FIFO_DEPTH"]
-
-#: Bytes the receiver can hold while the bridge is busy executing or replying (the host waits
-#: for each reply, so only a host that gave up waiting sends into a busy bridge; a byte that
-#: finds the FIFO full is counted as lost).
-RX_FIFO_DEPTH = 4
+__all__ = ["HostLinkTop", "design_id"]
 
 
 def design_id(hw):
@@ -34,11 +29,13 @@ _design_id_of = design_id    # HostLinkTop's parameter of the same name hides th
 class HostLinkTop(wiring.Component):
     """A :class:`~stepforge.hdl.system.System` with a UART host link: a board's whole design.
 
-    The UART receiver's bytes pass a :data:`RX_FIFO_DEPTH`-byte FIFO into the
-    :class:`~stepforge.hdl.host_link.bridge.HostBridge`, which drives the System's word port,
-    CSR port and ``start`` and answers through the UART transmitter
-    (:mod:`stepforge.contract.host_protocol`). A byte that finds the FIFO full counts as lost,
-    like a framing error. ``leds`` shows the System's state from a register. The System runs in
+    The UART receiver holds each byte until the
+    :class:`~stepforge.hdl.host_link.bridge.HostBridge` takes it (the bridge takes a frame's
+    bytes at once; the host waits for each reply, so only a host that gave up waiting sends
+    into a busy bridge, and a byte that is not taken before the next one arrives counts as
+    lost, like a framing error). The bridge drives the System's word port, CSR port and
+    ``start`` and answers through the UART transmitter
+    (:mod:`stepforge.contract.host_protocol`). ``leds`` shows the System's state from a register. The System runs in
     a clock domain ``system`` on the same clock, reset with the design and by the bridge's
     ``RESET`` (so a board runs a program again without a new bitstream).
 
@@ -108,22 +105,15 @@ class HostLinkTop(wiring.Component):
 
         m.submodules.uart_rx = rx = UartRx(self.divisor)
         m.submodules.uart_tx = tx = UartTx(self.divisor)
-        m.submodules.rx_fifo = rxq = fifo.SyncFIFO(width=8, depth=RX_FIFO_DEPTH)
         m.submodules.bridge = bridge = HostBridge(
             sysm.hw.geometry, status_csrs=(csrs["cycles"], csrs["error_unit"], csrs["error_code"]),
             timeout=self.timeout, design_id=self.design_id, clock_hz=self.clock_hz,
             baud=self.baud, max_data=self.max_data)
 
-        overrun = Signal(name="rx_overrun")
+        wiring.connect(m, rx.o, bridge.rx)
         m.d.comb += [
             rx.rx.eq(self.uart_rx),
-            rxq.w_data.eq(rx.o.payload),
-            rxq.w_en.eq(rx.o.valid),
-            overrun.eq(rx.o.valid & ~rxq.w_rdy),
-            bridge.rx.payload.eq(rxq.r_data),
-            bridge.rx.valid.eq(rxq.r_rdy),
-            rxq.r_en.eq(bridge.rx.ready),
-            bridge.rx_error.eq(rx.framing_error | overrun),
+            bridge.rx_error.eq(rx.framing_error | rx.overrun),
             self.uart_tx.eq(tx.tx),
             system_domain.clk.eq(ClockSignal("sync")),
             system_domain.rst.eq(ResetSignal("sync") | bridge.system_reset),

@@ -41,16 +41,19 @@ def _check_divisor(who, divisor):
 
 
 class UartRx(wiring.Component):
-    """A UART receiver that samples each bit in its middle.
+    """A UART receiver that samples each bit in its middle and holds the byte until taken.
 
     ``rx`` passes a two-register synchronizer (idle high). A falling edge starts a byte; half a
     bit later the start bit must still be low, or it was a glitch and the receiver waits for the
-    next edge. The 8 data bits are then sampled every ``divisor`` cycles, LSB first, and the stop
-    bit after them: high, the byte leaves on ``o`` (one cycle, ``o`` is always ready); low, the
-    byte is dropped, ``framing_error`` pulses and the receiver waits for the line to go high
-    again (a break holds it low). The receiver is back to idle in the middle of the stop bit, so
-    back-to-back bytes are received at the full line rate. ``o`` and ``framing_error`` come from
-    registers.
+    next edge. The 8 data bits are then sampled every ``divisor`` cycles, LSB first, into a
+    shift register, and the stop bit after them: high, the byte is offered on ``o`` from that
+    register (``o.valid`` stays high until ``o.ready``); low, the byte is dropped,
+    ``framing_error`` pulses and the receiver waits for the line to go high again (a break holds
+    it low). A byte still offered when the next byte's first data bit is sampled (one and a
+    half bit times after that byte's start edge, at least two bit times after the offer) is
+    lost: ``overrun`` pulses and the offer ends. The receiver is back to idle in the middle of
+    the stop bit, so back-to-back bytes are received at the full line rate. ``o.valid``,
+    ``framing_error`` and ``overrun`` come from registers.
 
     Parameters
     ----------
@@ -61,10 +64,12 @@ class UartRx(wiring.Component):
     -------
     rx : ``In(1, init=1)``
         The line.
-    o : ``Out(stream.Signature(8, always_ready=True))``
+    o : ``Out(stream.Signature(8))``
         Received bytes.
     framing_error : ``Out(1)``
         Pulses for a byte whose stop bit was low.
+    overrun : ``Out(1)``
+        Pulses for a byte not taken in time.
     """
 
     def __init__(self, divisor):
@@ -72,8 +77,9 @@ class UartRx(wiring.Component):
         self.divisor = divisor
         super().__init__({
             "rx": In(1, init=1),
-            "o": Out(stream.Signature(8, always_ready=True)),
+            "o": Out(stream.Signature(8)),
             "framing_error": Out(1),
+            "overrun": Out(1),
         })
 
     def __repr__(self):
@@ -84,46 +90,47 @@ class UartRx(wiring.Component):
         line = Signal(init=1, name="rx_line")
         m.submodules.sync_rx = FFSynchronizer(self.rx, line, init=1)
         count = Signal(range(self.divisor), name="rx_count")
-        bits = Signal(range(9), name="rx_bits")
+        bits = Signal(range(8), name="rx_bits")
         shreg = Signal(8, name="rx_shreg")
-        data = Signal(8, name="rx_data")
         valid = Signal(name="rx_valid")
         ferr = Signal(name="rx_framing_error")
-        m.d.sync += [valid.eq(0), ferr.eq(0)]
-        m.d.comb += [self.o.payload.eq(data), self.o.valid.eq(valid),
-                     self.framing_error.eq(ferr)]
+        overrun = Signal(name="rx_overrun")
+        m.d.sync += [ferr.eq(0), overrun.eq(0)]
+        m.d.comb += [self.o.payload.eq(shreg), self.o.valid.eq(valid),
+                     self.framing_error.eq(ferr), self.overrun.eq(overrun)]
+        with m.If(self.o.ready):
+            m.d.sync += valid.eq(0)
+        tick = count == 0
+        with m.If(~tick):
+            m.d.sync += count.eq(count - 1)
         with m.FSM(name="rx_fsm"):
             with m.State("IDLE"):
                 with m.If(~line):
                     m.d.sync += count.eq(self.divisor // 2 - 1)
                     m.next = "START"
             with m.State("START"):
-                with m.If(count == 0):
+                with m.If(tick):
                     with m.If(line):
                         m.next = "IDLE"             # a glitch, not a start bit
                     with m.Else():
                         m.d.sync += [count.eq(self.divisor - 1), bits.eq(0)]
                         m.next = "DATA"
-                with m.Else():
-                    m.d.sync += count.eq(count - 1)
             with m.State("DATA"):
-                with m.If(count == 0):
+                with m.If(tick):
                     m.d.sync += [shreg.eq(Cat(shreg[1:], line)), bits.eq(bits + 1),
                                  count.eq(self.divisor - 1)]
+                    with m.If((bits == 0) & valid & ~self.o.ready):
+                        m.d.sync += [overrun.eq(1), valid.eq(0)]
                     with m.If(bits == 7):
                         m.next = "STOP"
-                with m.Else():
-                    m.d.sync += count.eq(count - 1)
             with m.State("STOP"):
-                with m.If(count == 0):
+                with m.If(tick):
                     with m.If(line):
-                        m.d.sync += [data.eq(shreg), valid.eq(1)]
+                        m.d.sync += valid.eq(1)
                         m.next = "IDLE"
                     with m.Else():
                         m.d.sync += ferr.eq(1)
                         m.next = "BREAK"
-                with m.Else():
-                    m.d.sync += count.eq(count - 1)
             with m.State("BREAK"):
                 with m.If(line):
                     m.next = "IDLE"
