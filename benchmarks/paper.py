@@ -5,6 +5,7 @@
     python benchmarks/paper.py --table          # table and plots from the saved results only
     python benchmarks/paper.py --tm             # configuration time-multiplexing sweep, table, plot
     python benchmarks/paper.py --tm --only qwen3   # the same on the Qwen3-like layer
+    python benchmarks/paper.py --attention      # decode attention: 3 dispatch modes x 3 classes
 
 Each configuration of ``examples/moe.py`` (static tiles of ``rows``, dynamic tiling, bounded
 dynamic tiles of at most ``rows``) runs on a synthetic routing trace (``traces/paper_*.json``,
@@ -376,6 +377,92 @@ def tm_main(args):
     return 0 if ok else 1
 
 
+ATTN = ROOT / "examples" / "decode_attention.py"
+#: decode attention: P regions, head dim d; the batch and the maximum KV length are the trace's
+ATTN_SHAPE = {"P": 4, "d": 4}
+ATTN_CLASSES = ("low", "medium", "high")
+ATTN_MODES = ("dynamic", "interleaved", "coarse")
+#: the paper's speedups of dynamic parallelization (notes 4.4)
+ATTN_PAPER = {"interleaved": "1.14-1.26x (low variance), 1.47-1.57x (high), B=64; geomean 1.36x",
+              "coarse": "2.72x at B=16 (idle regions), 1.43x at B=64; geomean 1.85x",
+              "both": "1.5x geomean over the Revet-expressible designs"}
+
+
+def attn_measure(variance, mode, *, stall=False, config=None, batch=32, lmax=32):
+    """One decode-attention configuration in Verilator on ``traces/attn_<variance>_b<batch>_
+    l<lmax>.json``: cycles, bit-exactness against the interpreter and NumPy, and each region's
+    requests and keys."""
+    trace = load_trace(TRACES / f"attn_{variance}_b{batch}_l{lmax}.json")
+    pf = load(ATTN)
+    program = pf.build(**dict(trace["params"], **ATTN_SHAPE, mode=mode))
+    data = pf.data(program, seed=0, trace=trace)
+    tensors, inputs = data["tensors"], data["inputs"]
+    t0 = time.perf_counter()
+    res = run_rtl(program, tensors, inputs, config=config or HardwareConfig.sim(), stall=stall)
+    wall = time.perf_counter() - t0
+    if res.status != "done":
+        raise SystemExit(deadlock_report(res) if res.status == "deadlock" else error_report(res))
+    ref = run(res.hw.program, tensors=tensors, inputs=inputs)
+    want = pf.reference(program, tensors, inputs)["O"]
+    ok = bool(np.array_equal(res.tensors["O"], want) and np.array_equal(ref.tensors["O"], want))
+    lengths = trace["kv_lengths"]
+    return {"variance": variance, "mode": mode, "ok": ok, "cycles": res.cycles,
+            "stall": stall, "B": len(lengths), "keys": sum(lengths),
+            "std": trace["statistics"]["std"], "seconds": round(wall, 1),
+            "build_seconds": round(res.timings["compile"] + res.timings["build"], 1)}
+
+
+def attn_summarize(results, out=print):
+    """The decode-attention table: cycles per mode and class, and the speedups of dynamic."""
+    rows, speed = [], {"interleaved": [], "coarse": []}
+    for v in ATTN_CLASSES:
+        got = {r["mode"]: r for r in results if r["variance"] == v and not r.get("stall")}
+        if not all(m in got for m in ATTN_MODES):
+            continue
+        dyn = got["dynamic"]["cycles"]
+        si, sc = got["interleaved"]["cycles"] / dyn, got["coarse"]["cycles"] / dyn
+        speed["interleaved"].append(si)
+        speed["coarse"].append(sc)
+        rows.append([v, got["dynamic"]["std"], got["dynamic"]["keys"],
+                     "ok" if all(got[m]["ok"] for m in ATTN_MODES) else "FAIL",
+                     dyn, got["interleaved"]["cycles"], got["coarse"]["cycles"],
+                     f"{si:.2f}", f"{sc:.2f}"])
+    if not rows:
+        return None
+    out(f"\ndecode attention, dynamic parallelization ({ATTN_SHAPE['P']} regions, d="
+        f"{ATTN_SHAPE['d']}, B={results[0]['B']}, traces/attn_*.json)")
+    out(table(["KV variance", "std", "keys", "check", "dynamic", "interleaved", "coarse",
+               "vs interleaved", "vs coarse"], rows))
+    geo = {k: math.exp(sum(map(math.log, x)) / len(x)) for k, x in speed.items() if x}
+    both = speed["interleaved"] + speed["coarse"]
+    geo["both"] = math.exp(sum(map(math.log, both)) / len(both))
+    for k in ("interleaved", "coarse", "both"):
+        out(f"geomean speedup vs {k}: {geo[k]:.2f}x (paper: {ATTN_PAPER[k]})")
+    return geo
+
+
+def attn_main(args):
+    """The ``--attention`` sweep, cached in ``docs/paper/attention_results.json``."""
+    path = args.results.parent / "attention_results.json"
+    results = json.loads(path.read_text()) if path.exists() else []
+    for mode in [] if args.table else ATTN_MODES:
+        for v in ATTN_CLASSES:
+            if not args.rerun and any((r["variance"], r["mode"], r.get("stall", False))
+                                      == (v, mode, False) for r in results):
+                continue
+            print(f"[paper] decode attention: {mode} {v} ...", flush=True)
+            r = attn_measure(v, mode)
+            print(f"[paper]   {r}", flush=True)
+            results = [x for x in results if (x["variance"], x["mode"], x.get("stall", False))
+                       != (v, mode, False)] + [r]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(results, indent=1) + "\n")
+    attn_summarize(results)
+    ok = all(r["ok"] for r in results)
+    print("\nPASS (every run bit-exact)" if ok else "\nFAIL: a run differs from the reference")
+    return 0 if ok else 1
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", action="append", choices=sorted(LAYERS))
@@ -386,9 +473,13 @@ def main(argv=None):
                     help="only this configuration (e.g. dynamic:64); repeatable")
     ap.add_argument("--tm", action="store_true",
                     help="the configuration time-multiplexing sweep instead (issue 10 item 3)")
+    ap.add_argument("--attention", action="store_true",
+                    help="decode attention with dynamic parallelization (issue 10 item 4)")
     args = ap.parse_args(argv)
     if args.tm:
         return tm_main(args)
+    if args.attention:
+        return attn_main(args)
     layers = args.only or list(LAYERS)
     results = json.loads(args.results.read_text()) if args.results.exists() else []
     if not args.table:
