@@ -99,6 +99,12 @@ def build(hw, ref, timing=None, depths=None):
     """The edges and actors of ``hw`` on the interpreter's run ``ref`` (None: every beat from the
     shapes, :func:`data_streams`): ``(edges, actors, memory)``. ``depths`` overrides FIFO depths
     by stream name."""
+    from ..compiler.ops.feedback import feedbacks
+    cyclic = feedbacks(hw.program)
+    if cyclic:
+        raise ValueError(f"the performance model does not model cycles: {hw.program.name} closes "
+                         f"one with the feedback {cyclic[0].name} (run it in Verilator, "
+                         f"--level rtl, or in the interpreter, --level ref)")
     tm = timing or Timing()
     depths = depths or {}
     edges = {}
