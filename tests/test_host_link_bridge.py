@@ -16,6 +16,7 @@ from stepforge.compiler.lower import lower
 from stepforge.contract import host_protocol as hp
 from stepforge.hdl.config import HardwareConfig
 from stepforge.hdl.host_link import HostBridge, HostLinkTop, design_id
+from stepforge.hdl.host_link.bridge import CRC_PRESET
 from stepforge.hdl.memory import MemoryGeometry
 from stepforge.hdl.system import System
 from stepforge.loader import load
@@ -268,3 +269,33 @@ def test_status_csrs_must_be_consecutive():
     with pytest.raises(ValueError, match=r"HostBridge status_csrs must be 3 consecutive CSR "
                                          r"addresses, not \(1, 3, 2\)"):
         HostBridge(g, status_csrs=(1, 3, 2), timeout=10)
+
+
+def test_frames_cut_after_sync_or_cmd_echo_what_arrived():
+    """A frame cut after SYNC answers command 0, seq 0; cut after CMD, that command, seq 0 (the
+    command and seq registers start each frame at 0)."""
+    frames = [hp.encode(C.READ, 9, hp.read_payload(0, 1))[:1],
+              hp.encode(C.CSR, 9, hp.csr_payload(0, 1))[:2],
+              hp.encode(C.STATUS, 10)]
+    replies = check(frames)
+    assert [(r.command, r.seq, r.status) for r in replies] == [
+        (0, 0, S.TIMEOUT), (C.CSR, 0, S.TIMEOUT), (C.STATUS, 10, S.OK)]
+
+
+def test_crc_preset_and_the_crc_sent_as_its_high_byte_twice():
+    """The bridge's CRC register starts at CRC_PRESET so that SYNC takes it to the protocol's
+    initial value, and after the step over the CRC's high byte the register's high byte is the
+    CRC's low byte (so the reply's two CRC bytes are the high byte, twice)."""
+    assert hp.crc16_update(CRC_PRESET, hp.SYNC) == hp.CRC_INIT
+    rng = random.Random(5)
+    for body in (b"", b"\x01\x02", bytes(rng.randrange(256) for _ in range(40))):
+        c = hp.crc16(body)
+        assert hp.crc16_update(c, c >> 8) >> 8 == c & 0xFF
+        assert hp.crc16(body + bytes([c >> 8, c & 0xFF])) == 0
+
+
+def test_word_size_must_be_a_power_of_two():
+    g = MemoryGeometry(word_bytes=3, channels=1, bytes_per_channel=3, latency=4, size_words=8)
+    with pytest.raises(ValueError, match="HostBridge needs a memory word of a power-of-two "
+                                         "bytes, not 3"):
+        HostBridge(g, status_csrs=(1, 2, 3), timeout=10, max_data=6)

@@ -52,7 +52,8 @@ class HostLinkTop(wiring.Component):
     design_id : int, optional
         Reported by ``INFO`` (default :func:`design_id` of ``system.hw``).
     timeout : int, optional
-        Cycles of silence that end a frame (default 20 ms, at least two byte times).
+        Cycles of silence that end a frame (default 20 ms, at least two byte times; the
+        bridge rounds it up to a power of two).
     max_data : int, optional
         Bytes of words per ``WRITE``/``READ`` (default
         :data:`~stepforge.contract.host_protocol.MAX_DATA`, rounded down to whole words).
