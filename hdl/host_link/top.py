@@ -35,9 +35,10 @@ class HostLinkTop(wiring.Component):
     into a busy bridge, and a byte that is not taken before the next one arrives counts as
     lost, like a framing error). The bridge drives the System's word port, CSR port and
     ``start`` and answers through the UART transmitter
-    (:mod:`stepforge.contract.host_protocol`). ``leds`` shows the System's state from a register. The System runs in
-    a clock domain ``system`` on the same clock, reset with the design and by the bridge's
-    ``RESET`` (so a board runs a program again without a new bitstream).
+    (:mod:`stepforge.contract.host_protocol`). ``leds`` shows the System's state from a
+    register. The System runs in a clock domain ``system`` on the same clock, reset with the
+    design and by the bridge's ``RESET`` (so a board runs a program again without a new
+    bitstream).
 
     Parameters
     ----------
