@@ -59,7 +59,8 @@ def _discard(node, lc):
 @builds(Feedback)
 def _feedback(node, lc):
     x = node.outputs[0]
-    return FeedbackUnit(x.dtype, x.rank, row_bound=lc.row_bound(x.dtype))
+    count = x.shape[0] if x.rank == 0 and isinstance(x.shape[0], int) else None
+    return FeedbackUnit(x.dtype, x.rank, row_bound=lc.row_bound(x.dtype), count=count)
 
 
 @builds(Flatten)

@@ -46,8 +46,8 @@ low, medium or high variance batch; without a trace the lengths are drawn unifor
 
 import numpy as np
 
-from stepforge import (Accum, EagerMerge, Expand, Index, LinearOffChipLoad, Map, Partition,
-                       Program, Promote, RandomOffChipLoad, RandomOffChipStore, Select, Tile,
+from stepforge import (Accum, EagerMerge, Expand, Flatten, Index, LinearOffChipLoad, Map,
+                       Partition, Program, RandomOffChipLoad, RandomOffChipStore, Select, Tile,
                        cast, div, function, int16, int32, matmul)
 from stepforge.compiler.functions import zeros
 
@@ -75,13 +75,15 @@ def program(B=8, P=2, d=4, Lmax=8, mode="dynamic", inflight=1):
     L = p.symbol("L", bound=Lmax, ragged=True)          # a request's KV length
     addr = p.input("addr", (B, L), Index())             # [B, L]: each request's KV rows
     rid = p.input("rid", (B,), Index())                 # [B]: each request's output row
-    q = LinearOffChipLoad(Q, (1, d), out_shape=(B,), stride=(1,))   # [1, B] of [1, d]
-    q = _rows(q)                                                    # [B] of [1, d]
+    # [1, B, 1] of [1, d] -> [B, 1]: each query a fibre of its own, so that a region's Expand
+    # needs no Promote (a look-ahead unit: it would hold a request's query until the next one
+    # is dispatched, which in the cycle waits for this request's keys: a deadlock)
+    q = Flatten(LinearOffChipLoad(Q, (1, d), out_shape=(B, 1), stride=(1, 0)), 1, 2)
     if mode == "dynamic":
         dispatch = p.feedback("dispatch", (B,), Select(P))
     else:
         dispatch = p.input("sel", (B,), Select(P))
-    qs = Partition(q, dispatch, P, 0)                   # [N_r] of [1, d] each
+    qs = Partition(q, dispatch, P, 1)                   # [N_r, 1] of [1, d] each
     addrs = Partition(addr, dispatch, P, 1)             # [N_r, L] of Index
     rids = Partition(rid, dispatch, P, 0)               # [N_r] of Index
     ready = [_region(qs[r], addrs[r], rids[r], KT, V, O) for r in range(P)]
@@ -95,23 +97,17 @@ def program(B=8, P=2, d=4, Lmax=8, mode="dynamic", inflight=1):
     return p
 
 
-def _rows(q):
-    """``[1, B] of [1, d]`` as ``[B] of [1, d]``."""
-    from stepforge import Flatten
-    return Flatten(q, 0, 1)
-
-
 score = function(lambda q, k: (q @ k).cast(int16).exp(), name="score")
 
 
 def _region(q, addr, rid, KT, V, O):
-    """One attention region: its requests' queries ``q [N] of [1, d]``, KV addresses ``addr
+    """One attention region: its requests' queries ``q [N, 1] of [1, d]``, KV addresses ``addr
     [N, L]`` and output rows ``rid [N]``; writes each output row to ``O`` and returns its
     "ready for the next request" signal, one per request (after its last key is fetched)."""
     d = KT.shape[0]
     k = RandomOffChipLoad(addr, KT, (d, 1))             # [N, L] of [d, 1]
     v = RandomOffChipLoad(addr, V, (1, d))              # [N, L] of [1, d]
-    qx = Expand(Promote(q, 0), k, 1)                    # [N, L] of [1, d]
+    qx = Expand(q, k, 1)                                # [N, L] of [1, d]
     w = Map(score, qx, k)                               # [N, L] of [1, 1] int16 (Q8.8)
     num = Accum(lambda acc, x: acc + x, Tile(int32, 1, d), Map(matmul, w, v), b=1)  # [N] [1, d]
     den = Accum(lambda acc, x: acc + x, Tile(int32, 1, 1), Map(cast(int32), w), b=1)  # [N] [1, 1]
