@@ -18,11 +18,12 @@ script plans, runs and counts a soak of every unit kind:
 * **Plan.** ``--streams S`` (10,000) per kind: every test of a kind gets
   ``ceil(S / sum of its tests' minima)`` examples, so the kind reaches S streams.
 * **Chunks.** Each test runs in chunks of ``--chunk`` examples (``STEPFORGE_SOAK=chunk``, one
-  pytest process each, fresh random examples every chunk), round-robin over the kind's tests,
-  kinds in the order given (most important first). Each chunk's Hypothesis statistics (examples
+  pytest process each, fresh random examples every chunk), the test of the kind with the most
+  examples left first, kinds in the order given (most important first). Each chunk's Hypothesis statistics (examples
   passed, failed and invalid, time) are appended to ``DIR/log-<pid>.jsonl`` as it finishes, so a
-  run cut short still records exactly what finished, and two processes on different kinds may
-  share ``DIR``. ``--minutes M`` stops starting chunks after M minutes (the last chunk is sized
+  run cut short still records exactly what finished. The work left is read back from ``DIR``
+  before every chunk: a run resumes where the last stopped, and several processes given the
+  same kinds share them (a chunk in flight is logged when it starts). ``--minutes M`` stops starting chunks after M minutes (the last chunk is sized
   to fit from the previous chunks' time per example).
 * **Snapshot.** ``--snapshot DIR`` extracts the committed ``HEAD`` (``git archive``) into DIR and
   runs the tests there, importing ``stepforge`` from it (a package tree of symlinks after
@@ -247,10 +248,52 @@ def run_chunk(node, examples, env=None, timeout=None, root=ROOT):
     return stats, output
 
 
+def _records(out):
+    records = []
+    for path in sorted(glob.glob(os.path.join(str(out), "log-*.jsonl"))):
+        with open(path) as f:
+            records += [json.loads(line) for line in f if line.strip()]
+    return records
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+def remaining(out, kind, streams, commit):
+    """Examples left per test of ``kind`` in folder ``out`` at ``commit``, and the failed tests.
+
+    The plan less every chunk logged there (by any process; a counted test by its streams) and
+    the chunks in flight in processes still alive, so several processes share a kind's work.
+    """
+    minima = dict(KINDS[kind])
+    left, failed = plan(kind, streams), set()
+    records = [r for r in _records(out) if r.get("test") in left and r.get("commit") == commit]
+    finished = {r.get("chunk") for r in records if not r.get("start")}
+    for r in records:
+        if r.get("start"):
+            if r["chunk"] not in finished and _alive(r["pid"]):
+                left[r["test"]] -= r["requested"]
+            continue
+        left[r["test"]] -= max(r.get("streams_counted", 0) // minima[r["test"]], r["passing"], 1)
+        if r["rc"] != 0 or r["failing"]:
+            failed.add(r["test"])
+    return left, failed
+
+
 def soak(kinds, out, *, streams=10_000, chunk=1000, minutes=None, root=ROOT, log=print):
     """Soak ``kinds`` in order into folder ``out``; returns True when no test failed.
 
-    ``root``: the tree the tests run in (a :func:`snapshot`, or this repository).
+    ``root``: the tree the tests run in (a :func:`snapshot`, or this repository). The work left
+    is read from ``out`` before every chunk (:func:`remaining`): a run resumes where an earlier
+    one stopped, and processes given the same kinds share them. Each chunk takes the test of
+    the kind with the most examples left.
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -259,54 +302,57 @@ def soak(kinds, out, *, streams=10_000, chunk=1000, minutes=None, root=ROOT, log
     commit = (Path(root) / "COMMIT").read_text().strip() if (Path(root) / "COMMIT").exists() \
         else _commit() + ("" if root == ROOT else "?")
     clean = True
+    rate = {}                                     # seconds of wall time per example, per test
+    count = 0
+
+    def write(record):
+        with open(logfile, "a") as f:
+            f.write(json.dumps(record) + "\n")
     for kind in kinds:
         minima = dict(KINDS[kind])
-        left = plan(kind, streams)
-        rate = {}                                 # seconds of wall time per example, per test
-        failed = set()
-        while any(n > 0 for node, n in left.items() if node not in failed):
-            for node in list(left):
-                if left[node] <= 0 or node in failed:
-                    continue
-                n = min(chunk, left[node])
-                if deadline is not None:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        log(f"time is up: {kind} stopped with {sum(left.values())} examples "
-                            f"left")
-                        return clean
-                    if node in rate:
-                        n = min(n, max(50, int(remaining / rate[node])))
-                stats, output = run_chunk(node, n, root=root)
-                passed = stats["passing"]
-                if passed:
-                    rate[node] = stats["wall"] / passed
-                # a chunk that passes nothing still moves on; a counted test, by its streams
-                left[node] -= max(stats.get("streams_counted", 0) // minima[node], passed, 1)
-                record = dict(kind=kind, test=node, requested=n, streams_per_example=minima[node],
-                              commit=commit, time=time.strftime("%Y-%m-%d %H:%M:%S"), **stats)
-                if stats["rc"] != 0 or stats["failing"]:
-                    clean = False
-                    failed.add(node)
-                    name = node.split("::")[-1]
-                    path = out / f"failure-{name}-{int(time.time())}.txt"
-                    path.write_text(output)
-                    record["output"] = str(path)
-                with open(logfile, "a") as f:
-                    f.write(json.dumps(record) + "\n")
-                log(f"{kind:14s} {node.split('::')[-1][:60]:60s} {passed:6d} passed "
-                    f"{stats['failing']} failed {stats['wall']:7.1f} s"
-                    + (f"  FAILED -> {record['output']}" if "output" in record else ""))
+        while True:
+            left, failed = remaining(out, kind, streams, commit)
+            todo = [node for node, n in left.items() if n > 0 and node not in failed]
+            if failed:
+                clean = False
+            if not todo:
+                break
+            node = max(todo, key=lambda t: left[t])
+            n = min(chunk, left[node])
+            if deadline is not None:
+                time_left = deadline - time.monotonic()
+                if time_left <= 0:
+                    log(f"time is up: {kind} stopped with {sum(max(v, 0) for v in left.values())}"
+                        f" examples left")
+                    return clean
+                if node in rate:
+                    n = min(n, max(50, int(time_left / rate[node])))
+            count += 1
+            chunk_id = f"{os.getpid()}-{count}"
+            write(dict(start=True, chunk=chunk_id, pid=os.getpid(), kind=kind, test=node,
+                       requested=n, commit=commit))
+            stats, output = run_chunk(node, n, root=root)
+            passed = stats["passing"]
+            if passed:
+                rate[node] = stats["wall"] / passed
+            record = dict(kind=kind, test=node, chunk=chunk_id, requested=n,
+                          streams_per_example=minima[node], commit=commit,
+                          time=time.strftime("%Y-%m-%d %H:%M:%S"), **stats)
+            if stats["rc"] != 0 or stats["failing"]:
+                clean = False
+                path = out / f"failure-{node.split('::')[-1]}-{int(time.time())}.txt"
+                path.write_text(output)
+                record["output"] = str(path)
+            write(record)
+            log(f"{kind:14s} {node.split('::')[-1][:60]:60s} {passed:6d} passed "
+                f"{stats['failing']} failed {stats['wall']:7.1f} s"
+                + (f"  FAILED -> {record['output']}" if "output" in record else ""))
     return clean
 
 
 def summarize(folders, streams=10_000):
     """Rows per unit kind over the logs in ``folders``: examples, streams, time, outcome."""
-    records = []
-    for folder in folders:
-        for path in sorted(glob.glob(os.path.join(folder, "log-*.jsonl"))):
-            with open(path) as f:
-                records += [json.loads(line) for line in f if line.strip()]
+    records = [r for folder in folders for r in _records(folder) if not r.get("start")]
     rows = []
     for kind in KINDS:
         recs = [r for r in records if r["kind"] == kind]
