@@ -19,12 +19,13 @@ script plans, runs and counts a soak of every unit kind:
   ``ceil(S / sum of its tests' minima)`` examples, so the kind reaches S streams.
 * **Chunks.** Each test runs in chunks of ``--chunk`` examples (``STEPFORGE_SOAK=chunk``, one
   pytest process each, fresh random examples every chunk), the test of the kind with the most
-  examples left first, kinds in the order given (most important first). Each chunk's Hypothesis statistics (examples
-  passed, failed and invalid, time) are appended to ``DIR/log-<pid>.jsonl`` as it finishes, so a
-  run cut short still records exactly what finished. The work left is read back from ``DIR``
-  before every chunk: a run resumes where the last stopped, and several processes given the
-  same kinds share them (a chunk in flight is logged when it starts). ``--minutes M`` stops starting chunks after M minutes (the last chunk is sized
-  to fit from the previous chunks' time per example).
+  examples left first, kinds in the order given (most important first). Each chunk's
+  Hypothesis statistics (examples passed, failed and invalid, time) are appended to
+  ``DIR/log-<pid>.jsonl`` as it finishes, so a run cut short still records exactly what
+  finished. The work left is read back from ``DIR`` before every chunk: a run resumes where
+  the last stopped, and several processes given the same kinds share them (a chunk in flight
+  is logged when it starts). ``--minutes M`` stops starting chunks after M minutes (the last
+  chunk is sized to fit from the previous chunks' time per example).
 * **Snapshot.** ``--snapshot DIR`` extracts the committed ``HEAD`` (``git archive``) into DIR and
   runs the tests there, importing ``stepforge`` from it (a package tree of symlinks after
   ``pyproject.toml``'s ``package-dir``, first on ``PYTHONPATH``), so a soak of hours tests one
