@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..compiler.errors import StepError
+from ..compiler.ops.feedback import feedbacks
 from ..compiler.ops.memory import Bufferize, Streamify
 from ..sim.ref.interpreter import run
 from .beats import beats_of, shape_beats, static_shape
@@ -22,7 +24,26 @@ from .pmu import ReadSide, write_side
 from .units import Timing, build_unit, value_ports
 
 __all__ = ["PerfResult", "predict", "predict_program", "needs_run", "data_streams",
-           "Deadlock"]
+           "Deadlock", "ModelError", "check_modelled"]
+
+
+class ModelError(StepError, ValueError):
+    """The model cannot time this program (a feedback edge: its actors have no cycle support).
+
+    A :class:`~stepforge.compiler.errors.StepError`, so the command line prints it as
+    ``error: ModelError: ...`` and exits with status 2 (``loader.EXIT_CODES``: a design the
+    model cannot hold); a ``ValueError`` for callers that caught the earlier refusal.
+    """
+
+
+def check_modelled(program):
+    """Raise :class:`ModelError` if ``program`` closes a cycle (a feedback edge), naming the
+    feedback and pointing at the levels that run it."""
+    cyclic = feedbacks(program)
+    if cyclic:
+        raise ModelError(f"the performance model does not model cycles: {program.name} closes "
+                         f"one with the feedback {cyclic[0].name} (run it in Verilator, "
+                         f"--level rtl, or in the interpreter, --level ref)", op=cyclic[0].name)
 
 
 class Deadlock(Exception):
@@ -99,12 +120,7 @@ def build(hw, ref, timing=None, depths=None):
     """The edges and actors of ``hw`` on the interpreter's run ``ref`` (None: every beat from the
     shapes, :func:`data_streams`): ``(edges, actors, memory)``. ``depths`` overrides FIFO depths
     by stream name."""
-    from ..compiler.ops.feedback import feedbacks
-    cyclic = feedbacks(hw.program)
-    if cyclic:
-        raise ValueError(f"the performance model does not model cycles: {hw.program.name} closes "
-                         f"one with the feedback {cyclic[0].name} (run it in Verilator, "
-                         f"--level rtl, or in the interpreter, --level ref)")
+    check_modelled(hw.program)
     tm = timing or Timing()
     depths = depths or {}
     edges = {}
@@ -251,6 +267,7 @@ def predict_program(program, tensors=None, inputs=None, *, config=None, depths=N
     when the interpreter did not run). ``fifo_sizing`` and ``throughput`` are the lowering's."""
     # deferred: the lowering builds the Amaranth units (0.5 s to import)
     from ..compiler.lower import lower
+    check_modelled(program)                 # before the lowering and the interpreter's run
     kw = {} if fifo_sizing is None else {"fifo_sizing": fifo_sizing, "throughput": throughput}
     hw = lower(program, config, depths=depths, **kw)
     ref = (run(hw.program, tensors=tensors, inputs=inputs, keep_edges=True) if needs_run(hw)

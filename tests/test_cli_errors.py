@@ -329,3 +329,12 @@ def test_malformed_tile(capsys, argv):
 def test_tile_is_for_device_builds(capsys):
     status, _, err = _run(capsys, ["build", GEMV, "--board", "icebreaker", "--tile", "4x4"])
     assert status == 2 and "--tile applies to --device builds" in err
+
+
+def test_the_performance_model_refuses_a_cyclic_program_in_words(capsys):
+    attn = str(ROOT / "examples" / "decode_attention.py")
+    status, out, err = _run(capsys, ["run", attn, "--level", "perf"])
+    assert status == 2 and out == ""
+    assert err == ("error: ModelError: the performance model does not model cycles: "
+                   "decode_attention closes one with the feedback dispatch (run it in Verilator, "
+                   "--level rtl, or in the interpreter, --level ref)\n")
