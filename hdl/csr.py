@@ -1,6 +1,6 @@
 """A bank of read-only 32-bit status registers (CSRs) behind a one-cycle read port."""
 
-from amaranth.hdl import Module, Signal, Value
+from amaranth.hdl import Array, Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
@@ -54,11 +54,21 @@ class CSRBank(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         rdata = Signal(32, name="csr_rdata")
-        with m.Switch(self.addr):
-            for i, (name, value) in enumerate(self._regs):
-                with m.Case(i):
-                    m.d.sync += rdata.eq(value)
-            with m.Default():
-                m.d.sync += rdata.eq(0)
+        n = len(self._regs)
+        if n:
+            # a multiplexer by the address bits that tell the registers apart, and beside it
+            # the check that the address names a register at all (the rest of the address is
+            # zero): two shallow trees instead of a full-width compare in front of every case
+            k = ceil_log2(n)
+            values = [Value.cast(v) for _, v in self._regs]
+            low = self.addr[:k]
+            hit = Signal(name="csr_hit")
+            m.d.comb += hit.eq((self.addr[k:] == 0) & (low < n))
+            picked = Signal(32, name="csr_picked")
+            if k:
+                m.d.comb += picked.eq(Array(values + [values[-1]] * ((1 << k) - n))[low])
+            else:
+                m.d.comb += picked.eq(values[0])
+            m.d.sync += rdata.eq(Mux(hit, picked, 0))
         m.d.comb += self.rdata.eq(rdata)
         return m

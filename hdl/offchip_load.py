@@ -90,26 +90,25 @@ class _TileFetcher(wiring.Component):
         cmd, out, mem = self.cmd, self.out, self.mem
         stop_bits = stop_width(self.rank)
 
-        # -- issue: the current tile's burst -------------------------------------------------
-        cur_valid = Signal(name="cur_valid")
-        cur_addr = Signal(g.addr_bits, name="cur_addr")
+        # -- issue: the tiles' bursts wait in a two-entry queue in front of the memory ----------
+        # (its ``ready`` is a register: the memory's ``req.ready`` ends in the queue instead of
+        # going through the command's acceptance into the walk, the worst iCE40 GEMM path)
+        m.submodules.requests = reqq = StreamFIFO(unsigned(g.addr_bits), 2, counters=False)
         inflight = Signal(range(K + 1), name="inflight")
-        m.d.comb += mem.req.valid.eq(cur_valid)
-        p.request(m, mem, cur_addr)
-        cur_done = Signal(name="cur_done")
-        m.d.comb += cur_done.eq(mem.req.valid & mem.req.ready)
-        with m.If(cur_done):
-            m.d.sync += cur_valid.eq(0)
+        m.d.comb += [mem.req.valid.eq(reqq.o.valid), reqq.o.ready.eq(mem.req.ready)]
+        p.request(m, mem, reqq.o.payload)
 
         tag_layout = data.StructLayout({"has_data": 1, "stop": unsigned(stop_bits), "last": 1})
-        # the tags' head is a register (StreamFIFO), so no LUT-RAM read starts the output's
-        # decision (it was the worst GEMM path on ECP5, 9.1 ns, into the head slot pointer)
-        m.submodules.tags = tags = StreamFIFO(tag_layout, K + 2, counters=False)
+        # the tags wait in a buffered FIFO: its head is a register (no LUT-RAM read starts the
+        # output's decision: the worst GEMM path on ECP5, 9.1 ns) and its write side does not
+        # depend on the pop (the worst iCE40 GEMV path, 30 ns). A tag is needed only once its
+        # tile has arrived, so the FIFO's extra cycle costs only stop-only beats.
+        m.submodules.tags = tags = StreamFIFO(tag_layout, K + 2, buffered=True, counters=False)
         c = cmd.payload
         take = Signal(name="take")
         tag_in = Signal(tag_layout, name="tag_in")
         m.d.comb += [
-            cmd.ready.eq(tags.i.ready & (~c.has_data | ((inflight < K) & (~cur_valid | cur_done)))),
+            cmd.ready.eq(tags.i.ready & (~c.has_data | ((inflight < K) & reqq.i.ready))),
             take.eq(cmd.valid & cmd.ready),
             tag_in.has_data.eq(c.has_data), tag_in.stop.eq(c.stop), tag_in.last.eq(c.last),
             tags.i.valid.eq(take),
@@ -117,8 +116,7 @@ class _TileFetcher(wiring.Component):
         ]
         alloc = Signal(name="alloc")
         m.d.comb += alloc.eq(take & c.has_data)
-        with m.If(alloc):
-            m.d.sync += [cur_valid.eq(1), cur_addr.eq(c.addr)]
+        m.d.comb += [reqq.i.valid.eq(alloc), reqq.i.payload.eq(c.addr)]
 
         # -- the tile buffer ------------------------------------------------------------------
         m.submodules.tilebuf = tilebuf = Memory(shape=unsigned(T * g.word_bits), depth=K, init=[])
@@ -214,7 +212,7 @@ class _TileFetcher(wiring.Component):
             stale.eq(resp.valid & Mux(freed, wr_slot == rd_after, wr_slot == rd_slot)),
         ]
         m.d.sync += inflight.eq(inflight + alloc - freed)
-        m.d.comb += self.busy.eq(cur_valid | (inflight != 0) | tags.o.valid | out_valid)
+        m.d.comb += self.busy.eq(reqq.o.valid | (inflight != 0) | tags.o.valid | out_valid)
         return m
 
 

@@ -31,12 +31,15 @@ class RoundRobin(wiring.Component):
         A requester is granted this cycle.
     index : ``Out(range(n))``
         Which one.
+    onehot : ``Out(n)``
+        The same grant, one bit per requester (no decoding of ``index`` on the paths that
+        steer by it).
     """
 
     def __init__(self, n):
         self.n = check_count("RoundRobin n", n, 1)
         super().__init__({"requests": In(n), "enable": In(1), "grant": Out(1),
-                          "index": Out(index_shape(n))})
+                          "index": Out(index_shape(n)), "onehot": Out(n)})
 
     def __repr__(self):
         return f"RoundRobin({self.n})"
@@ -51,10 +54,12 @@ class RoundRobin(wiring.Component):
                     with (m.Case(p) if p < n - 1 else m.Default()):
                         order = [(p + k) % n for k in range(1, n + 1)]
                         with m.If(self.requests[order[0]]):
-                            m.d.comb += [self.grant.eq(1), self.index.eq(order[0])]
+                            m.d.comb += [self.grant.eq(1), self.index.eq(order[0]),
+                                         self.onehot[order[0]].eq(1)]
                         for c in order[1:]:
                             with m.Elif(self.requests[c]):
-                                m.d.comb += [self.grant.eq(1), self.index.eq(c)]
+                                m.d.comb += [self.grant.eq(1), self.index.eq(c),
+                                             self.onehot[c].eq(1)]
         with m.If(self.grant):
             m.d.sync += last.eq(self.index)
         return m

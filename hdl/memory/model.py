@@ -1,6 +1,6 @@
 """The memory: banked lanes behind a pipelined arbiter, one line per cycle (package doc)."""
 
-from amaranth.hdl import Array, MemoryData, Module, Mux, Signal, unsigned
+from amaranth.hdl import Array, MemoryData, Module, Mux, Signal, Value, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -27,6 +27,19 @@ def _pick(values, index):
         return values[0]
     values += [values[-1]] * ((1 << len(index)) - len(values))
     return Array(values)[index]
+
+
+def _select(values, onehot):
+    """The value whose bit of ``onehot`` is set (at most one is), as an AND-OR: two LUT levels
+    for a handful of values, where a multiplexer by a binary index follows the index's own
+    logic."""
+    values = [Value.cast(v) for v in values]
+    if all(v is values[0] for v in values):
+        return values[0]
+    result = Mux(onehot[0], values[0], 0)
+    for c in range(1, len(values)):
+        result = result | Mux(onehot[c], values[c], 0)
+    return result
 
 
 def _register(m, values, prefix):
@@ -198,7 +211,7 @@ class MemoryModel(wiring.Component):
         for c, (port, gen) in enumerate(zip(clients, gens)):
             ok = gen.line.valid if c < nr else gen.line.valid & port.data.valid
             granted = Signal(name=f"c{c}_granted")
-            m.d.comb += [arb.requests[c].eq(ok), granted.eq(arb.grant & (arb.index == c)),
+            m.d.comb += [arb.requests[c].eq(ok), granted.eq(arb.onehot[c]),
                          gen.line.ready.eq(granted)]
             if c >= nr:
                 m.d.comb += port.data.ready.eq(granted)
@@ -215,7 +228,8 @@ class MemoryModel(wiring.Component):
         s_dbg_row = Signal(len(s_line.rows[0]), name="s_word_row")
         s_dbg_word = Signal(g.word_bits, name="s_word_wdata")
         m.d.sync += [s_valid.eq(arb.grant), s_write.eq(arb.index >= nr), s_client.eq(arb.index),
-                     s_line.eq(_pick([gen.line.payload.as_value() for gen in gens], arb.index)),
+                     s_line.eq(_select([gen.line.payload.as_value() for gen in gens],
+                                       arb.onehot)),
                      s_dbg_we.eq(dbg.we), s_dbg_re.eq(dbg.re & ~dbg.we),
                      s_dbg_lane.eq(dbg.addr[:g.lane_bits] if g.lane_bits else 0),
                      s_dbg_row.eq(dbg.addr[g.lane_bits:]), s_dbg_word.eq(dbg.wdata)]
@@ -227,14 +241,14 @@ class MemoryModel(wiring.Component):
         wsel = [fixed_sel(port) for port in ports[nr:]]
         wfixed = bool(self.write) and all(sel is not None for sel in wsel)
         if self.write:
-            windex = (arb.index - nr)[:max(1, (len(self.write) - 1).bit_length())]
+            wgrant = arb.onehot[nr:]
             if wfixed:
-                m.d.sync += [s_data[j].eq(_pick([p.data.payload[sel[j]] for p, sel
-                                                 in zip(self.write, wsel)], windex))
+                m.d.sync += [s_data[j].eq(_select([p.data.payload[sel[j]] for p, sel
+                                                   in zip(self.write, wsel)], wgrant))
                              for j in range(L)]
             else:
-                m.d.sync += s_data.eq(_pick([p.data.payload.as_value() for p in self.write],
-                                            windex))
+                m.d.sync += s_data.eq(_select([p.data.payload.as_value() for p in self.write],
+                                              wgrant))
 
         rdata = []
         for j in range(L):

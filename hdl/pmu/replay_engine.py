@@ -8,6 +8,7 @@ from amaranth.lib.memory import ReadPort
 from amaranth.lib.wiring import In, Out
 
 from ...contract.beat import beat_layout, beat_signature, stop_width
+from ..fifo import StreamFIFO
 from ..unit import ErrorCode, StatusSignature, raise_error
 from .interfaces import AsyncReadSignature, ReleaseSignature
 
@@ -90,7 +91,13 @@ class ReplayEngine(wiring.Component):
         m = Module()
         pmu, cfg = self.params, self.cfg
         bsize = pmu.block_size
-        c = self.cmd.payload
+        # commands wait in a two-entry queue whose head and ``ready`` are registers: the
+        # controller's decision (a FIFO head through its checks) ends there, not in this engine's
+        # issue logic and the descriptor read (the worst iCE40 path, 34 ns over 14 cells)
+        m.submodules.cmd_queue = cmdq = StreamFIFO(pmu.command_layout(self.i), 2, counters=False)
+        wiring.connect(m, wiring.flipped(self.cmd), cmdq.i)
+        cmd = cmdq.o
+        c = cmd.payload
         pending, halt, out = self.pending, self.halt, self.out
         out_layout = beat_layout(pmu.elem_type, self.out_rank, row_bound=pmu.row_bound)
         lw = stop_width(self.out_rank)
@@ -129,7 +136,7 @@ class ReplayEngine(wiring.Component):
 
         final = Signal(name="final")        # e_cnt == 1, kept as a register beside the count
         credit = Signal(name="credit")
-        rel_ok = Signal(name="release_ok")
+        rel_ok = Signal(name="release_ok")     # the release of the last read has a place
         issue = Signal(name="issue")
         # places taken in stage 1, stage 2 and the FIFO, counted (an issue takes one, a pop
         # frees one) rather than summed from the three: the sum was the worst iCE40 path
@@ -137,15 +144,18 @@ class ReplayEngine(wiring.Component):
         m.d.sync += used.eq(used + issue - pop)
         m.d.comb += [
             credit.eq((used != 3) | pop),
-            rel_ok.eq(~(final & e_rel) | ~rel_pend | rel_taken),
-            issue.eq(act & credit & rel_ok),
+            # not ``| rel.taken``: the arbiter's decision stays out of the issue logic (a release
+            # right behind another waits one more cycle)
+            rel_ok.eq(~(final & e_rel) | ~rel_pend),
+            # ``~halt``: a command found bad has been loaded (below); it issues nothing
+            issue.eq(act & credit & rel_ok & ~halt),
         ]
 
         # -- acceptance and its checks ---------------------------------------------------------
         cmd_fire = Signal(name="cmd_fire")
         m.d.comb += [self.desc_rd.addr.eq(c.id),
-                     self.cmd.ready.eq(~halt & (~act | (issue & final))),
-                     cmd_fire.eq(self.cmd.valid & self.cmd.ready)]
+                     cmd.ready.eq(~halt & (~act | (issue & final))),
+                     cmd_fire.eq(cmd.valid & cmd.ready)]
         live = Signal(name="live")
         # a release issued this cycle or still waiting for the arbiter has ended the buffer
         m.d.comb += live.eq(pending.bit_select(c.id, 1)
@@ -196,7 +206,8 @@ class ReplayEngine(wiring.Component):
             sweeping = Signal(name="sweeping")
             sw_hit = Signal(name="sweep_hit")
             m.d.comb += [
-                sweeping.eq(self.finished & ~act & ~halt & (sw_ptr != nblocks)),
+                # (a command still in the queue holds its buffer)
+                sweeping.eq(self.finished & ~cmd.valid & ~act & ~halt & (sw_ptr != nblocks)),
                 sw_hit.eq(pending.bit_select(sw_ptr, 1) & ~(rel_pend & (rel_id == sw_ptr))),
             ]
             with m.If(sweeping):
@@ -205,7 +216,10 @@ class ReplayEngine(wiring.Component):
                 with m.Elif(~rel_pend | rel_taken):
                     m.d.sync += [rel_pend.eq(1), rel_id.eq(sw_ptr), sw_ptr.eq(sw_ptr + 1)]
 
-        with m.If(cmd_fire & ~bad):
+        # a command is loaded without waiting for its check (the check's buffer lookup is not on
+        # the path into the engine's registers): a bad one raises BAD_BUFFER and the error's
+        # halt keeps it from issuing anything
+        with m.If(cmd_fire):
             if cfg.order is not None:
                 n_entries = math.prod(cfg.order[0])
             else:
@@ -233,7 +247,7 @@ class ReplayEngine(wiring.Component):
         m.d.comb += [ofifo.w_data.eq(s2_beat), ofifo.w_en.eq(s2_v)]
 
         m.d.comb += [
-            self.status.busy.eq(act | s1_v | s2_v | ofifo.r_rdy | rel_pend | sweeping),
+            self.status.busy.eq(act | cmd.valid | s1_v | s2_v | ofifo.r_rdy | rel_pend | sweeping),
             self.status.stall_out.eq(out.valid & ~out.ready),
         ]
         return m

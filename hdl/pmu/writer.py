@@ -1,11 +1,12 @@
 """The write side of a PMU (Bufferize): entries into memory, bounds, descriptors, ``refs``."""
 
 from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
-from amaranth.lib import fifo, wiring
+from amaranth.lib import data, fifo, wiring
 from amaranth.lib.memory import WritePort
 from amaranth.lib.wiring import In, Out
 
 from ...contract.beat import beat_layout, beat_signature
+from ..fifo import StreamFIFO
 from ..unit import ErrorCode, StatusSignature, raise_error
 from .interfaces import AllocSignature
 
@@ -20,7 +21,9 @@ class Writer(wiring.Component):
     it); a stop-only beat right after an element without a stop rewrites that element's stop
     instead. A stop ``s >= b`` closes the buffer: its descriptor is written, its pending bits
     set and its id leaves on ``refs`` (a two-entry FIFO) with stop ``s - b``. Each fibre is
-    counted against its bound as the interpreter's ``check_buffer`` does.
+    counted against its bound as the interpreter's ``check_buffer`` does. Beats enter through a
+    two-entry queue (``ready`` and its head are registers; the head holds the beat's decoded
+    kind), so a beat is stored one cycle after ``in0`` takes it at the earliest.
 
     Parameters
     ----------
@@ -74,9 +77,25 @@ class Writer(wiring.Component):
         m = Module()
         pmu = self.params
         b, shape, bsize = pmu.b, pmu.shape, pmu.block_size
-        i0 = self.in0
-        p = i0.payload
         idw = pmu.id_width
+        # -- the input stage: beats wait in a two-entry queue with registered outputs, decoded
+        # on the way in, so the decision to take a beat starts from registers (the decode and
+        # the input FIFO's pop were on the worst iCE40 path, 33 ns over 11 cells)
+        in_layout = beat_layout(pmu.elem_type, pmu.rank, row_bound=pmu.row_bound)
+        m.submodules.in_queue = inq = StreamFIFO(data.StructLayout({
+            "beat": in_layout, "closes": 1, "bare_done": 1, "nothing": 1, "no_stop": 1,
+        }), 2, counters=False)
+        ip = self.in0.payload
+        m.d.comb += [
+            inq.i.valid.eq(self.in0.valid), self.in0.ready.eq(inq.i.ready),
+            inq.i.payload.beat.eq(ip),
+            inq.i.payload.closes.eq(ip.stop >= b),
+            inq.i.payload.bare_done.eq(~ip.has_data & (ip.stop == 0) & ip.last),
+            inq.i.payload.nothing.eq(~ip.has_data & (ip.stop == 0) & ~ip.last),
+            inq.i.payload.no_stop.eq(ip.stop == 0),
+        ]
+        i0 = inq.o
+        p = i0.payload.beat
         refs_layout = beat_layout(pmu.buffer_type, pmu.rank - b)
         m.submodules.refs_fifo = refs_fifo = fifo.SyncFIFO(width=refs_layout.size, depth=2)
         m.d.comb += [self.refs.payload.eq(refs_fifo.r_data), self.refs.valid.eq(refs_fifo.r_rdy),
@@ -86,6 +105,7 @@ class Writer(wiring.Component):
         head = Signal(idw, name="w_head")
         blk = Signal(idw, name="w_block")
         off = Signal(range(bsize + 1), name="w_offset")
+        off_full = Signal(name="w_offset_full")     # off == bsize, a register beside it
         length = Signal(range(pmu.max_entries + 1), name="w_len")
         nblk = Signal(range(pmu.max_blocks + 1), name="w_blocks")
         elems = Signal(range(pmu.max_entries + 1), name="w_elems")
@@ -107,12 +127,12 @@ class Writer(wiring.Component):
         unclosed = Signal(name="w_unclosed")
         t_eff = Signal(range(max(b, 2)), name="w_level")  # the stop as stored: S_(b-1) when closing
         m.d.comb += [
-            closes.eq(s >= b),
-            bare_done.eq(~hd & (s == 0) & p.last),
-            nothing.eq(~hd & (s == 0) & ~p.last),
-            merge.eq(~hd & (s != 0) & prev_nostop),
+            closes.eq(i0.payload.closes),
+            bare_done.eq(i0.payload.bare_done),
+            nothing.eq(i0.payload.nothing),
+            merge.eq(~hd & ~i0.payload.no_stop & prev_nostop),
             store.eq(~bare_done & ~nothing & ~merge),
-            need_alloc.eq(store & (~open_ | (off == bsize))),
+            need_alloc.eq(store & (~open_ | off_full)),
             refs_push.eq(closes | (bare_done & ~open_)),
             t_eff.eq(Mux(closes, b - 1, s)),
         ]
@@ -166,10 +186,15 @@ class Writer(wiring.Component):
         len_n = Signal.like(length, name="w_len_next")
         nblk_n = Signal.like(nblk, name="w_blocks_next")
         elems_n = Signal.like(elems, name="w_elems_next")
+        # each count's two candidates come from registers; the beat's kind only picks one
+        len_0 = Signal.like(length, name="w_len_base")
+        nblk_0 = Signal.like(nblk, name="w_blocks_base")
         m.d.comb += [
             head_n.eq(Mux(open_, head, new_blk)),
-            len_n.eq(Mux(open_, length, 0) + store),
-            nblk_n.eq(Mux(open_, nblk, 0) + need_alloc),
+            len_0.eq(Mux(open_, length, 0)),
+            len_n.eq(Mux(store, len_0 + 1, len_0)),
+            nblk_0.eq(Mux(open_, nblk, 0)),
+            nblk_n.eq(Mux(need_alloc, nblk_0 + 1, nblk_0)),
             elems_n.eq(Mux(open_, elems, 0) + hd),
         ]
         m.d.comb += [
@@ -193,8 +218,9 @@ class Writer(wiring.Component):
 
         with m.If(fire):
             with m.If(store):
-                m.d.sync += [last_addr.eq(addr), prev_nostop.eq(hd & (s == 0)),
-                             off.eq(cur_off + 1), blk.eq(cur_blk)]
+                m.d.sync += [last_addr.eq(addr), prev_nostop.eq(hd & i0.payload.no_stop),
+                             off.eq(cur_off + 1), off_full.eq(cur_off == bsize - 1),
+                             blk.eq(cur_blk)]
             with m.If(merge):
                 m.d.sync += prev_nostop.eq(0)
             with m.If(closes):
@@ -214,7 +240,7 @@ class Writer(wiring.Component):
                         m.d.sync += cnt[0].eq(cnt[0] + 1)
 
         m.d.comb += [
-            self.status.busy.eq(open_ | refs_fifo.r_rdy),
+            self.status.busy.eq(open_ | i0.valid | refs_fifo.r_rdy),
             self.status.stall_in.eq(open_ & ~i0.valid),
             self.status.stall_out.eq(self.refs.valid & ~self.refs.ready),
         ]
