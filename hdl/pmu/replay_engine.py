@@ -3,7 +3,7 @@
 import math
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, unsigned
-from amaranth.lib import fifo, stream, wiring
+from amaranth.lib import stream, wiring
 from amaranth.lib.memory import ReadPort
 from amaranth.lib.wiring import In, Out
 
@@ -120,9 +120,9 @@ class ReplayEngine(wiring.Component):
 
         # stage 1 reads the data memory, stage 2 holds the formed beat (the block RAM's output
         # ends in a register), the FIFO takes it: three places, so one beat per cycle
-        m.submodules.out_fifo = ofifo = fifo.SyncFIFO(width=out_layout.size, depth=3)
-        m.d.comb += [out.payload.eq(ofifo.r_data), out.valid.eq(ofifo.r_rdy),
-                     ofifo.r_en.eq(out.ready)]
+        # (its head and ``valid`` are registers: the credit below is one gate from them)
+        m.submodules.out_fifo = ofifo = StreamFIFO(out_layout, 3, counters=False)
+        wiring.connect(m, ofifo.o, wiring.flipped(out))
         pop = Signal(name="pop")
         m.d.comb += pop.eq(out.valid & out.ready)
 
@@ -244,10 +244,10 @@ class ReplayEngine(wiring.Component):
             m.d.comb += beat.stop.eq(s1_wstop if cfg.order is not None else self.stop_rd.data)
         s2_beat = Signal(out_layout, name="s2_beat")
         m.d.sync += [s2_v.eq(s1_v), s2_beat.eq(beat)]
-        m.d.comb += [ofifo.w_data.eq(s2_beat), ofifo.w_en.eq(s2_v)]
+        m.d.comb += [ofifo.i.payload.eq(s2_beat), ofifo.i.valid.eq(s2_v)]
 
         m.d.comb += [
-            self.status.busy.eq(act | cmd.valid | s1_v | s2_v | ofifo.r_rdy | rel_pend | sweeping),
+            self.status.busy.eq(act | cmd.valid | s1_v | s2_v | out.valid | rel_pend | sweeping),
             self.status.stall_out.eq(out.valid & ~out.ready),
         ]
         return m

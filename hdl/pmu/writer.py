@@ -84,6 +84,9 @@ class Writer(wiring.Component):
         in_layout = beat_layout(pmu.elem_type, pmu.rank, row_bound=pmu.row_bound)
         m.submodules.in_queue = inq = StreamFIFO(data.StructLayout({
             "beat": in_layout, "closes": 1, "bare_done": 1, "nothing": 1, "no_stop": 1,
+            # whether the beat is stored, after an element without a stop (it may merge into
+            # that element's stop) and otherwise: the writer picks one by its own register
+            "store_after_nostop": 1, "store": 1, "merges": 1,
         }), 2, counters=False)
         ip = self.in0.payload
         m.d.comb += [
@@ -93,6 +96,9 @@ class Writer(wiring.Component):
             inq.i.payload.bare_done.eq(~ip.has_data & (ip.stop == 0) & ip.last),
             inq.i.payload.nothing.eq(~ip.has_data & (ip.stop == 0) & ~ip.last),
             inq.i.payload.no_stop.eq(ip.stop == 0),
+            inq.i.payload.store.eq(ip.has_data | (ip.stop != 0)),
+            inq.i.payload.store_after_nostop.eq(ip.has_data),
+            inq.i.payload.merges.eq(~ip.has_data & (ip.stop != 0)),
         ]
         i0 = inq.o
         p = i0.payload.beat
@@ -130,8 +136,8 @@ class Writer(wiring.Component):
             closes.eq(i0.payload.closes),
             bare_done.eq(i0.payload.bare_done),
             nothing.eq(i0.payload.nothing),
-            merge.eq(~hd & ~i0.payload.no_stop & prev_nostop),
-            store.eq(~bare_done & ~nothing & ~merge),
+            merge.eq(i0.payload.merges & prev_nostop),
+            store.eq(Mux(prev_nostop, i0.payload.store_after_nostop, i0.payload.store)),
             need_alloc.eq(store & (~open_ | off_full)),
             refs_push.eq(closes | (bare_done & ~open_)),
             t_eff.eq(Mux(closes, b - 1, s)),
