@@ -12,8 +12,9 @@ and their ratio; then Pearson r, mean and max absolute error, and the targets.
 What is timed on each side is what a point costs once its program is compiled (lowering and
 Verilog excluded on both sides, and Verilator's build): for Verilator the simulator process
 (start-up, preload, run, read-back; its in-simulator run alone is beside it); for the model the
-interpreter's run when some beats depend on the data (``needs_run``: routers' selectors,
-data-dependent shapes) plus :func:`~stepforge.perf.predict`. The model's time is the median of
+interpreter's run cut to what the model reads when some beats depend on the data (``run_for``:
+routers' selectors, data-dependent shapes; ``perf/framing.py``) plus
+:func:`~stepforge.perf.predict`. The model's time is the median of
 5 after a warm-up, each after a garbage collection (the lowering's and the Verilog's garbage is
 not the model's; the Verilator side runs in a process of its own).
 
@@ -37,7 +38,8 @@ import numpy as np
 
 from stepforge.compiler.lower import lower
 from stepforge.loader import load, load_trace
-from stepforge.perf import needs_run, predict
+from stepforge.perf import predict
+from stepforge.perf.model import run_for
 from stepforge.sim.ref.interpreter import run
 from stepforge.sim.rtl import run_rtl
 
@@ -86,8 +88,7 @@ def model(program, tensors, inputs, **lower_kw):
         # process of its own) is collected first, as timeit would; what the run allocates counts
         gc.collect()
         t0 = time.perf_counter()
-        ref = run(hw.program, tensors=tensors, inputs=inputs, keep_edges=True) \
-            if needs_run(hw) else None
+        ref = run_for(hw, tensors, inputs)
         t1 = time.perf_counter()
         res = predict(hw, ref)
         return res, time.perf_counter() - t0, t1 - t0

@@ -19,12 +19,13 @@ from ..compiler.ops.memory import Bufferize, Streamify
 from ..sim.ref.interpreter import run
 from .beats import beats_of, shape_beats, static_shape
 from .engine import Edge, solve
+from .framing import framing_run
 from .memory import Memory
 from .pmu import ReadSide, write_side
 from .units import Timing, build_unit, value_ports
 
 __all__ = ["PerfResult", "predict", "predict_program", "needs_run", "data_streams",
-           "Deadlock", "ModelError", "check_modelled"]
+           "Deadlock", "ModelError", "check_modelled", "run_for", "value_streams"]
 
 
 class ModelError(StepError, ValueError):
@@ -93,21 +94,37 @@ def _high_water(e):
     return int(min(max((np.arange(1, e.n + 1) - pops).max(), 0), e.depth))
 
 
-def data_streams(hw):
-    """The streams of ``hw`` whose beats the model takes from the interpreter's run: those of a
-    symbolic shape (data-dependent framing) and those whose elements it reads (selectors, dynamic
-    tile rows). The others' beats follow from their shapes."""
-    need = {ei.stream for ei in hw.edges if static_shape(ei.stream) is None}
+def value_streams(hw):
+    """The streams of ``hw`` whose elements the model reads (selectors, dynamic tile rows)."""
     ports = {}
     for ei in hw.edges:
         ports[("out",) + tuple(ei.src)] = ei.stream
         ports[("in",) + tuple(ei.dst)] = ei.stream
+    need = set()
     for u in hw.units:
         for side, port in value_ports(u):
             s = ports.get((side, u.name, port))
             if s is not None:
                 need.add(s)
     return need
+
+
+def data_streams(hw):
+    """The streams of ``hw`` whose beats the model takes from the interpreter's run: those of a
+    symbolic shape (data-dependent framing) and those whose elements it reads (selectors, dynamic
+    tile rows, :func:`value_streams`). The others' beats follow from their shapes."""
+    return {ei.stream for ei in hw.edges if static_shape(ei.stream) is None} | value_streams(hw)
+
+
+def run_for(hw, tensors=None, inputs=None):
+    """What :func:`predict` needs of the interpreter for ``hw`` on this data: None when every
+    beat follows from the shapes (:func:`needs_run` false), else the interpreter's run cut to
+    the data streams (:func:`stepforge.perf.framing.framing_run`: their tokens, the values the
+    model reads, without computing the tiles nothing reads)."""
+    need = data_streams(hw)
+    if not need:
+        return None
+    return framing_run(hw.program, tensors, inputs, need, value_streams(hw))
 
 
 def needs_run(hw):
@@ -220,9 +237,10 @@ def predict(hw, ref=None, *, timing=None, depths=None, max_rounds=None):
     Parameters
     ----------
     hw : HardwareGraph
-    ref : stepforge.sim.ref.interpreter.Result, optional
-        The interpreter's run of ``hw.program`` with ``keep_edges=True``. Needed only when some
-        beats depend on the data (:func:`needs_run`); the others are framed from their shapes.
+    ref : stepforge.sim.ref.interpreter.Result or stepforge.perf.framing.FramingResult, optional
+        The interpreter's run of ``hw.program`` with ``keep_edges=True``, or :func:`run_for`'s
+        cut run. Needed only when some beats depend on the data (:func:`needs_run`); the others
+        are framed from their shapes.
     timing : Timing, optional
     depths : dict of str to int, optional
         FIFO depths by stream name, instead of the hardware graph's.
@@ -264,7 +282,10 @@ def predict_program(program, tensors=None, inputs=None, *, config=None, depths=N
                     fifo_sizing=None, throughput=1.0, timing=None):
     """Lower ``program``, run the interpreter on the lowered program when some beats depend on
     the data (:func:`needs_run`) and :func:`predict`: ``(PerfResult, hw, ref)`` (``ref`` None
-    when the interpreter did not run). ``fifo_sizing`` and ``throughput`` are the lowering's."""
+    when the interpreter did not run). ``fifo_sizing`` and ``throughput`` are the lowering's.
+    ``ref`` is the interpreter's full run (``keep_edges=True``, bounds checked): a caller that
+    reports it (``stepforge run --level perf``) gets every stream; :func:`run_for` is the
+    cheaper cut run for callers that only predict."""
     # deferred: the lowering builds the Amaranth units (0.5 s to import)
     from ..compiler.lower import lower
     check_modelled(program)                 # before the lowering and the interpreter's run

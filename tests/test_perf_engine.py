@@ -2,6 +2,8 @@
 
 * beats framed from a static shape are the interpreter's beats, and ``predict`` without the
   interpreter's run gives the same result as with it;
+* the interpreter's run cut to the data streams (``run_for``: placeholder tiles where no value
+  is read) gives the full run's beats, the values the model reads and the same schedule;
 * ``chain``'s shortcut for an already spaced sequence is the recurrence;
 * the forward-and-back sweep and the skipped quiet updates reach the same fixed point as
   forward sweeps that recompute every unit: every beat's push and pop, the cycles, the units'
@@ -17,7 +19,9 @@ import pytest
 from stepforge.compiler.lower import lower
 from stepforge.perf import Deadlock, model, needs_run, predict
 from stepforge.perf.beats import beats_of, shape_beats, static_shape
+from stepforge.perf.model import data_streams, run_for, value_streams
 from stepforge.perf.engine import StepSeq, chain, solve
+from stepforge.contract.tokens import is_stop
 from stepforge.sim.ref.interpreter import run
 
 from .test_perf import X, _zip_side, deadlock_program
@@ -74,6 +78,32 @@ def test_beats_framed_from_shapes_are_the_interpreters(name, params):
     else:
         assert not needs_run(hw)
         assert _schedule(predict(hw)) == _schedule(predict(hw, ref))
+
+
+@pytest.mark.parametrize("params", [{"T": 6, "E": 2}, {"T": 8, "tiling": "static"},
+                                    {"T": 8, "tiling": "bounded"},
+                                    {"T": 8, "E": 4, "tiling": "static", "regions": 2}])
+def test_cut_run_gives_the_full_runs_beats_values_and_schedule(params):
+    program, tensors, inputs = _example("moe", params)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        hw = lower(program)
+    full = run(hw.program, tensors=tensors, inputs=inputs, keep_edges=True)
+    cut = run_for(hw, tensors, inputs)
+    assert not cut.full
+    values = value_streams(hw)
+    for s in data_streams(hw):
+        got, want = beats_of(cut.edges[s]), beats_of(full.edges[s])
+        assert got.has.tolist() == want.has.tolist() and got.stop.tolist() == want.stop.tolist()
+        assert got.rows().tolist() == want.rows().tolist()
+        if s in values:
+            assert [repr(v) for v in got.values] == [repr(v) for v in want.values]
+    # static tiles: some were not computed (a placeholder of zeros where the full run has data);
+    # dynamic tiles have no static placeholder and are computed
+    assert (params.get("tiling") == "static") == any(not is_stop(a) and isinstance(a, np.ndarray) and a.any() and not b.any()
+               for s in cut.edges for a, b in zip(full.edges[s], cut.edges[s])
+               if not is_stop(b))
+    assert _schedule(predict(hw, cut)) == _schedule(predict(hw, full))
 
 
 @pytest.mark.parametrize("name,params", CASES)
