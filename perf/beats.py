@@ -47,24 +47,26 @@ class Beats:
 
 
 def beats_of(tokens):
-    """The :class:`Beats` of a token list (the same framing as ``to_beats``)."""
-    kinds = list(map(type, tokens))
-    stop = np.array([t.level if k is Stop else 0 for t, k in zip(tokens, kinds)],
-                    dtype=np.int64) if Stop in kinds else np.zeros(len(tokens), dtype=np.int64)
-    if not len(stop):
+    """The :class:`Beats` of a token list (the same framing as ``to_beats``). One pass in
+    Python: the streams are short, and per-token NumPy over three passes cost four times more."""
+    if not tokens:
         return Beats(np.zeros(1, dtype=np.int8), np.zeros(1, dtype=np.int64), [])
-    is_stop_ = stop > 0
-    # a stop right after an element is fused into that element's beat
-    fused = np.zeros(len(stop), dtype=bool)
-    fused[1:] = is_stop_[1:] & ~is_stop_[:-1]
-    keep = ~fused
-    has = (~is_stop_[keep]).astype(np.int8)
-    levels = np.where(is_stop_, stop, 0)
-    nxt = np.zeros(len(stop), dtype=np.int64)
-    nxt[:-1] = np.where(fused[1:], stop[1:], 0)
-    beat_stop = np.where(is_stop_, levels, nxt)[keep]
-    values = [t for t, k in zip(tokens, kinds) if k is not Stop]
-    return Beats(has, beat_stop, values)
+    has, stop, values = [], [], []
+    elem = False                    # the last beat holds an element without its stop yet
+    for t in tokens:
+        if type(t) is Stop:
+            if elem:                # a stop right after an element is fused into its beat
+                stop[-1] = t.level
+                elem = False
+            else:
+                has.append(0)
+                stop.append(t.level)
+        else:
+            values.append(t)
+            has.append(1)
+            stop.append(0)
+            elem = True
+    return Beats(np.array(has, dtype=np.int8), np.array(stop, dtype=np.int64), values)
 
 
 def static_shape(stream):

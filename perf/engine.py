@@ -347,7 +347,7 @@ def _check_cover(name, edge, idx):
                              f"{edge.name} ({edge.n} beats), not each once in order")
 
 
-def solve(actors, max_rounds=None, backwards=True):
+def solve(actors, max_rounds=None, backwards=True, seen=None):
     """Iterate ``actors`` to their least fixed point; return the rounds it took, or None when
     the schedule does not settle (a deadlock: some beat waits on itself).
 
@@ -355,9 +355,12 @@ def solve(actors, max_rounds=None, backwards=True):
     of whose watched objects changed since its last update: data flows forwards in the first
     half and back-pressure backwards in the second. Every order reaches the same least fixed
     point (the updates are monotone and start below it); this one in the fewest updates.
-    ``backwards=False`` sweeps forwards only."""
+    ``backwards=False`` sweeps forwards only. ``seen`` (a list, updated in place) carries what
+    each actor last saw from an earlier solve of the same actors: an actor nothing of which
+    changed since is not updated again (its update is a function of what it watches)."""
     max_rounds = max_rounds or 8 * len(actors) + 40
-    seen = [None] * len(actors)
+    if seen is None:
+        seen = [None] * len(actors)
     n = len(actors)
     order = list(range(n)) + (list(range(n - 2, 0, -1)) if backwards else [])
     for r in range(1, max_rounds + 1):

@@ -193,15 +193,21 @@ def _settle(edges, actors, mem, max_rounds=None):
     """The fixed point with each client alone at the memory, then again with the memory's lines
     in the order of that schedule (:mod:`stepforge.perf.memory`)."""
     mem.order = None
-    rounds = solve(actors, max_rounds)
+    seen = [None] * len(actors)
+    rounds = solve(actors, max_rounds, seen=seen)
     if rounds is None or not any(c.count for c in mem.clients):
         return rounds
     mem.set_order()
     if not mem.update():
         return rounds           # the shared grant delays nothing: already the fixed point
     # the shared grant is never earlier than a client's own, so the first fixed point is below
-    # the second: iterating from it still reaches the least one
-    r = solve(actors, max_rounds)
+    # the second: iterating from it still reaches the least one. Only the actors that watch a
+    # client whose grants moved (and what they move in turn) update again: the others' inputs
+    # are what they were at the first fixed point (a client's estimate with the order set is
+    # its own grants while its grants are the first pass's). The memory watches its clients'
+    # requests: its entry is kept, it has just been updated with the order.
+    seen[actors.index(mem)] = [o.version for o in mem.watch]
+    r = solve(actors, max_rounds, seen=seen)
     return None if r is None else rounds + r
 
 
