@@ -9,15 +9,18 @@ operator semantics (``sim.ref.interpreter.SEMANTICS``, the registry of its publi
 ``semantics``), and
 
 - runs only the nodes some data stream depends on;
-- gives a Map, Accum or Scan whose values nothing reads (no selector, flag, valid count,
-  address or dynamic tile depends on them, through any chain of operators) placeholder tiles of
-  its static element type: the framing of its output follows from its input's alone (a Map and
-  a Scan keep it, an Accum closes a fold on every stop ``>= b``, as ``ops_compute.accum``), so
-  the data streams after it get the same beats;
+- gives a Map, Accum or Scan whose values nothing reads (no selector, flag, valid count or
+  address depends on them, through any chain of operators) placeholder tiles (zeros): the
+  framing of its output follows from its input's alone (a Map and a Scan keep it, an Accum
+  closes a fold on every stop ``>= b``, as ``ops_compute.accum``), so the data streams after it
+  get the same beats. A placeholder has the element type's shape when it is static; a Map or
+  Scan of symbolic tile rows or columns takes each from the input element of the same symbolic
+  dimension (a PCU's dynamic tile rows are read for their shape only); any other node is
+  computed, on placeholders where its values are not read;
 - does not measure the dimensions (``run(check_bounds=...)``'s ``observe``).
 
 Every stream a data stream depends on has the tokens of the full run in number, stops and
-element shapes; a stream whose values are read has the full run's values. Programs that read an
+element shapes; a stream whose values are read (a selector, a flag) has the full run's values. Programs that read an
 off-chip tensor they also write (values through memory) and programs with feedback (refused by
 the model anyway) take the full run.
 """
@@ -115,6 +118,51 @@ def _framing(node, ins, ph):
     return out
 
 
+def _dims_from_inputs(node):
+    """For a Map or Scan whose output is a :class:`Tile` of symbolic rows or columns: per output
+    dimension, ``(input, axis)`` of an input element with the same symbolic dimension (or the
+    int itself); None when some dimension matches none (the node is then computed)."""
+    t = node.outputs[0].dtype
+    if not isinstance(t, Tile) or isinstance(node, Accum):
+        return None
+    where = []
+    for d in t.shape:
+        if isinstance(d, int):
+            where.append(d)
+            continue
+        found = None
+        for i, s in enumerate(node.inputs):
+            if isinstance(s.dtype, Tile):
+                for axis, e in enumerate(s.dtype.shape):
+                    if not isinstance(e, int) and e == d:
+                        found = (i, axis)
+                        break
+            if found:
+                break
+        if found is None:
+            return None
+        where.append(found)
+    return where
+
+
+def _framing_dynamic(node, ins, where):
+    """The output tokens of a Map or Scan of symbolic tile dimensions, each element a zero tile
+    of the dimensions its input elements give (:func:`_dims_from_inputs`)."""
+    np_type = node.outputs[0].dtype.dtype.np
+    cache = {}
+    out = []
+    for j, t in enumerate(ins[0]):
+        if is_stop(t):
+            out.append(t)
+            continue
+        shape = tuple(w if isinstance(w, int) else np.shape(ins[w[0]][j])[w[1]] for w in where)
+        ph = cache.get(shape)
+        if ph is None:
+            ph = cache[shape] = np.zeros(shape, dtype=np_type)
+        out.append(ph)
+    return out
+
+
 def framing_run(program, tensors, inputs, data, values):
     """The tokens of the streams ``data`` depends on (module doc).
 
@@ -149,18 +197,23 @@ def framing_run(program, tensors, inputs, data, values):
             memory[name] = np.zeros(t.shape, dtype=t.dtype.np)
     ctx = _interp.Context(program, memory, dict(inputs or {}))
     run_nodes = _ancestors(program, data)
-    read = value_streams(program, values)
+    # a tile stream the model reads (a PCU's dynamic rows) needs its elements' shapes only
+    read = value_streams(program, {s for s in values if not isinstance(s.dtype, Tile)})
     semantics = _interp.SEMANTICS
     edges = {}
     for node in program.nodes:
         if node not in run_nodes:
             continue
         ins = [edges[s] for s in node.inputs]
-        ph = None
+        ph = where = None
         if isinstance(node, _PLACEHOLDER) and not any(s in read for s in node.outputs):
             ph = _placeholder(node.outputs[0].dtype)
+            if ph is None:
+                where = _dims_from_inputs(node)
         if ph is not None:
             outs = [_framing(node, ins, ph)]
+        elif where is not None:
+            outs = [_framing_dynamic(node, ins, where)]
         else:
             fn = semantics.get(type(node))
             if fn is None:
