@@ -58,7 +58,7 @@ from .ops.shape import Promote, RepeatStatic, Reshape
 
 __all__ = ["UnitTiming", "Need", "FifoPlan", "reconvergences", "lp_depths", "check_deadlocks",
            "looks_ahead", "unit_timing", "chunk_beats", "downstream", "routed_needs",
-           "cycle_paths", "cycle_seeds", "cycle_needs"]
+           "cycle_paths", "cycle_seeds", "cycle_needs", "cycle_lookaheads"]
 
 
 @dataclass
@@ -339,6 +339,40 @@ def cycle_needs(program, fb, cons):
     return needs
 
 
+def cycle_lookaheads(program, fb, cons):
+    """A message for every look-ahead unit (:func:`looks_ahead`) on a side branch of a cycle
+    that the feedback ``fb`` closes and that joins the cycle again, whatever the depths.
+
+    Such a unit is downstream of ``fb`` but on no path around the cycle, and one of the nodes
+    it feeds (directly or through others) also reads a stream that a node of the cycle
+    produces. It holds an element until the next one arrives; the next one is dispatched only
+    when the cycle has gone round once more, which needs the join to take the held element (a
+    Broadcast on the cycle waits for every consumer): a deadlock at any depth (the first
+    decode-attention program promoted each query for its Expand this way)."""
+    paths = cycle_paths(fb, cons)
+    if not paths:
+        return []
+    ring = {s.node for p in paths for s in p[1:]}
+    via = " -> ".join(s.node.name for s in paths[0][1:]) + f" -> {fb.name}"
+    found = []
+    for node in program.nodes:
+        if node in ring or node is fb or not looks_ahead(node) or \
+                node not in downstream(fb, cons):
+            continue
+        mine = downstream(node, cons) | {node}
+        join = next(((m, s) for m in program.nodes if m in mine and m is not node
+                     for s in m.inputs if s.node in ring and s.node not in mine), None)
+        if join is None:
+            continue
+        m, s = join
+        found.append(f"deadlock: {node.name} ({node.op}) looks ahead: it holds an element of "
+                     f"{node.inputs[0].name} until the next one arrives, on a side branch of "
+                     f"the cycle {fb.name} -> {via} that joins it again at {m.name} (with "
+                     f"{s.name}); the next element comes round the cycle only after {m.name} "
+                     f"has taken the held one, at any FIFO depth")
+    return found
+
+
 def _before(paths, meets):
     """``paths`` (``(path, hold, expr)``) cut before the first node of ``meets`` on each, without
     repeats."""
@@ -570,7 +604,9 @@ def _solve(c, A, b, lb, ub):
 def check_deadlocks(program, depths, timing, needs=None):
     """Every reconvergence whose path cannot hold its token imbalance: a list of messages, each
     naming the fork, the path's FIFOs with their depths, the join, the swallowing branch and the
-    beats (of which stream, of what shape and element) that would be stuck."""
+    beats (of which stream, of what shape and element) that would be stuck; then every
+    look-ahead unit on a side branch of a cycle that joins it again (:func:`cycle_lookaheads`,
+    whatever the depths)."""
     found = []
     for n in reconvergences(program, timing) if needs is None else needs:
         have = n.holds(depths)
@@ -583,6 +619,11 @@ def check_deadlocks(program, depths, timing, needs=None):
                      f"{n.unit}" + (f" and {n.fork.name} {buf} more" if buf else "")
                      + f": {n.beats - have} {n.unit.split(' of ')[0]} of {n.branch.name} "
                      f"{fmt_shape(n.branch.shape)} of {n.branch.dtype!r} would be stuck")
+    cons = None
+    for fb in program.nodes:
+        if isinstance(fb, Feedback) and fb.bound:
+            cons = cons or program.consumers()
+            found.extend(cycle_lookaheads(program, fb, cons))
     return found
 
 

@@ -136,3 +136,54 @@ def _timing(hw, node):
     from stepforge.compiler.fifo_sizing import unit_timing
     unit = next(u for u in hw.units if u.node is node)
     return unit_timing(unit.component, node)
+
+
+def _promoted_query_program(B=4, P=2, d=2, Lmax=4):
+    """The first decode-attention program's cycle: each region promotes its query (a rank-0
+    Promote: a look-ahead unit) for the Expand over its keys."""
+    from stepforge import (Accum, Expand, Map, Promote, RandomOffChipLoad, Tile, int16)
+    p = Program("promoted")
+    KT = p.tensor("KT", (d, B * Lmax), int16)
+    L = p.symbol("L", bound=Lmax, ragged=True)
+    q = p.input("q", (B,), Tile(int16, 1, d))
+    addr = p.input("addr", (B, L), Index())
+    dispatch = p.feedback("dispatch", (B,), Select(P))
+    qs = Partition(q, dispatch, P, 0)
+    addrs = Partition(addr, dispatch, P, 1)
+    ready = []
+    for r in range(P):
+        k = RandomOffChipLoad(addrs[r], KT, (d, 1))
+        qx = Expand(Promote(qs[r], 0, name=f"promote{r}"), k, 1, name=f"expand{r}")
+        p.output(Map(lambda a, b: a @ b, qx, k), f"s{r}")
+        ready.append(Accum(lambda acc, x: acc + x, Tile(int16, d, 1), k, b=1))
+    _, free = EagerMerge(ready, 0)
+    keep = p.input("keep", free.shape, Select(1))
+    kept = Partition(free, keep, 1, 0)[0]
+    init = p.input("init", (P,), Select(P))
+    seeded, _ = EagerMerge([init, kept], 0)
+    p.bind(dispatch, seeded)
+    return p
+
+
+def test_a_look_ahead_unit_on_a_side_branch_of_a_cycle_is_a_deadlock_at_any_depth():
+    from stepforge.compiler.fifo_sizing import cycle_lookaheads
+    program = _promoted_query_program()
+    hw = lower(program, deadlock_check="off")
+    cons = hw.program.consumers()
+    found = cycle_lookaheads(hw.program, hw.program.node("dispatch"), cons)
+    assert [f.split(" (")[0] for f in found] == ["deadlock: promote0", "deadlock: promote1"]
+    assert found[0].startswith(
+        "deadlock: promote0 (Promote) looks ahead: it holds an element of Partition_0.out0 "
+        "until the next one arrives, on a side branch of the cycle dispatch -> ")
+    assert found[0].endswith(" that joins it again at expand0 (with Broadcast_RandomOffChipLoad"
+                             "_0_0.out0); the next element comes round the cycle only after "
+                             "expand0 has taken the held one, at any FIFO depth")
+    # at any depth: deep FIFOs everywhere do not silence it
+    deep = {e.stream: 64 for e in hw.edges}
+    assert set(found) <= set(check_deadlocks(hw.program, deep, lambda node: _timing(hw, node)))
+    with pytest.raises(Exception, match=r"deadlock: promote0 \(Promote\) looks ahead"):
+        lower(_promoted_query_program(), deadlock_check="raise")
+    # the example loads its queries as [B, 1] and needs no Promote: nothing to report
+    pf = load(ATTN)
+    ok = lower(pf.build(B=8, P=2, Lmax=4), deadlock_check="off")
+    assert cycle_lookaheads(ok.program, ok.program.node("dispatch"), ok.program.consumers()) == []
