@@ -80,7 +80,8 @@ def test_free_blocks_follow_allocation():
                     {"out": beat_layout(ELEM, 1), "fin": FIN_LAYOUT}, 60,
                     ready=lambda port, cyc: cyc >= 30, sample=("free_blocks",))
     free = res["samples"]["free_blocks"]
-    assert free[:2] == [8, 7] and free[2] == 7 and free[3] == 6   # one block per two tiles
+    # one block per two tiles, from the cycle after the first beat (the write side's queue)
+    assert free[:3] == [8, 8, 7] and free[3] == 7 and free[4] == 6
     assert free[29] == 2
     assert free[-1] == 8 and res["error"] == 0
     assert_tokens(from_beats([bt for _, bt in res["out"]["out"]]), tokens)

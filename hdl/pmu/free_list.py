@@ -24,7 +24,8 @@ class FreeList(wiring.Component):
     Members
     -------
     alloc : ``In(AllocSignature(params))``
-        ``head``: the next free block; ``count``: free blocks; ``pop``: take the head.
+        ``head``: the next free block; ``count``: free blocks (``nonempty``: not 0, a
+        register); ``pop``: take the head.
     free : ``In(FreeSignature(params))``
         A block going back to the list (one per cycle, always taken).
     """
@@ -60,5 +61,8 @@ class FreeList(wiring.Component):
             m.d.sync += rptr.eq(wrap_inc(rptr))
         with m.If(push):
             m.d.sync += wptr.eq(wrap_inc(wptr))
-        m.d.sync += count.eq(count + push - pop)
+        count_next = Signal.like(count, name="free_count_next")
+        nonempty = Signal(init=nblocks != 0, name="free_nonempty")  # count != 0, a register
+        m.d.comb += [count_next.eq(count + push - pop), self.alloc.nonempty.eq(nonempty)]
+        m.d.sync += [count.eq(count_next), nonempty.eq(count_next != 0)]
         return m

@@ -12,11 +12,13 @@ __all__ = ["AllocSignature", "FreeSignature", "ReleaseSignature", "AsyncReadSign
 
 
 def AllocSignature(params):
-    """The writer's side of the free list: ``pop`` the ``head`` block (while ``count != 0``)."""
+    """The writer's side of the free list: ``pop`` the ``head`` block (while ``nonempty``, a
+    register: ``count != 0``)."""
     return wiring.Signature({
         "pop": Out(1),
         "head": In(params.id_width),
         "count": In(range(params.blocks + 1)),
+        "nonempty": In(1),
     })
 
 

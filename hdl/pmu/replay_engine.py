@@ -171,8 +171,10 @@ class ReplayEngine(wiring.Component):
         raise_error(m, self.status, ErrorCode.BAD_BUFFER, cmd_fire & bad)
 
         rd_addr = Signal(range(max(pmu.blocks * bsize, 2)), name="read_addr")
+        # the memories read every cycle: stage 1 uses the data only after an issue, and the
+        # address moves only with one, so the issue logic stays off the block RAMs' enables
         m.d.comb += [self.data_rd.addr.eq(rd_addr), self.stop_rd.addr.eq(rd_addr),
-                     self.data_rd.en.eq(issue & e_replay), self.stop_rd.en.eq(issue & e_replay)]
+                     self.data_rd.en.eq(1), self.stop_rd.en.eq(1)]
         walk_stop = self._address(m, e_id, e_blk, e_off, rd_addr, issue & e_replay, cmd_fire, lw)
 
         # -- issue: one read (or the stop-only beat) per cycle --------------------------------

@@ -111,7 +111,8 @@ class Writer(wiring.Component):
         head = Signal(idw, name="w_head")
         blk = Signal(idw, name="w_block")
         off = Signal(range(bsize + 1), name="w_offset")
-        off_full = Signal(name="w_offset_full")     # off == bsize, a register beside it
+        # a stored beat needs a new block (no buffer is open, or its block is full): a register
+        blk_needed = Signal(name="w_block_needed", init=1)
         length = Signal(range(pmu.max_entries + 1), name="w_len")
         nblk = Signal(range(pmu.max_blocks + 1), name="w_blocks")
         elems = Signal(range(pmu.max_entries + 1), name="w_elems")
@@ -138,7 +139,7 @@ class Writer(wiring.Component):
             nothing.eq(i0.payload.nothing),
             merge.eq(i0.payload.merges & prev_nostop),
             store.eq(Mux(prev_nostop, i0.payload.store_after_nostop, i0.payload.store)),
-            need_alloc.eq(store & (~open_ | off_full)),
+            need_alloc.eq(store & blk_needed),
             refs_push.eq(closes | (bare_done & ~open_)),
             t_eff.eq(Mux(closes, b - 1, s)),
         ]
@@ -150,7 +151,7 @@ class Writer(wiring.Component):
             unclosed.eq(p.last & ~closes & ~(bare_done & ~open_)),
         ]
         ready_ok = Signal(name="w_can_go")
-        m.d.comb += ready_ok.eq(~self.halt & (~need_alloc | (self.alloc.count != 0))
+        m.d.comb += ready_ok.eq(~self.halt & (~need_alloc | self.alloc.nonempty)
                                 & (~refs_push | refs_fifo.w_rdy))
         # A beat is taken without waiting for its checks (they are not on the path into the
         # writer's registers): a beat over a bound or ending the stream in an open buffer is
@@ -225,13 +226,13 @@ class Writer(wiring.Component):
         with m.If(fire):
             with m.If(store):
                 m.d.sync += [last_addr.eq(addr), prev_nostop.eq(hd & i0.payload.no_stop),
-                             off.eq(cur_off + 1), off_full.eq(cur_off == bsize - 1),
+                             off.eq(cur_off + 1), blk_needed.eq(cur_off == bsize - 1),
                              blk.eq(cur_blk)]
             with m.If(merge):
                 m.d.sync += prev_nostop.eq(0)
             with m.If(closes):
                 m.d.sync += [open_.eq(0), prev_nostop.eq(0), length.eq(0), nblk.eq(0),
-                             elems.eq(0)]
+                             elems.eq(0), blk_needed.eq(1)]
             with m.Elif(store):
                 m.d.sync += [open_.eq(1), head.eq(head_n), length.eq(len_n), nblk.eq(nblk_n),
                              elems.eq(elems_n)]
