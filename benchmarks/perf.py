@@ -6,8 +6,10 @@
 
 Validation: each point is lowered (the default FIFO sizing), run in Verilator (cached builds;
 ``run_rtl``) and predicted by :func:`stepforge.perf.predict` on the same lowered program.
-Printed per point: measured and predicted cycles, the error, the model's time and Verilator's,
-and their ratio; then Pearson r, mean and max absolute error, and the targets.
+Printed per point: measured and predicted cycles, the error, the model's time (wall, and the
+process's CPU time: the machine may be loaded) and Verilator's, their ratio, and the ratio of
+the Verilated run alone (no simulator start-up) to the model's time; then Pearson r, mean
+and max absolute error, and the targets.
 
 What is timed on each side is what a point costs once its program is compiled (lowering and
 Verilog excluded on both sides, and Verilator's build): for Verilator the simulator process
@@ -38,7 +40,7 @@ import numpy as np
 
 from stepforge.compiler.lower import lower
 from stepforge.loader import load, load_trace
-from stepforge.perf import predict
+from stepforge.perf import needs_run, predict
 from stepforge.perf.model import run_for
 from stepforge.sim.ref.interpreter import run
 from stepforge.sim.rtl import run_rtl
@@ -76,9 +78,10 @@ def prepare(name, params, trace):
 
 
 def model(program, tensors, inputs, **lower_kw):
-    """``(result, hw, seconds, interpreter seconds)``: the prediction of the lowered program and
-    the median time of a point through the model: the interpreter (when the beats need it) and
-    :func:`predict` (module doc)."""
+    """``(result, hw, seconds, interpreter seconds, CPU seconds)``: the prediction of the lowered
+    program and the median time of a point through the model: the interpreter (when the beats
+    need it) and :func:`predict` (module doc); wall time, and the process's CPU time beside it
+    (the machine may be loaded)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         hw = lower(program, **lower_kw)
@@ -87,23 +90,25 @@ def model(program, tensors, inputs, **lower_kw):
         # the garbage of the lowering and of run_rtl's Verilog (the Verilator side runs in a
         # process of its own) is collected first, as timeit would; what the run allocates counts
         gc.collect()
+        c0 = time.process_time()
         t0 = time.perf_counter()
         ref = run_for(hw, tensors, inputs)
         t1 = time.perf_counter()
         res = predict(hw, ref)
-        return res, time.perf_counter() - t0, t1 - t0
+        return res, time.perf_counter() - t0, t1 - t0, time.process_time() - c0
 
     res = once()[0]                                             # warm-up
-    times = sorted(once()[1:] for _ in range(5))
-    took, interp = times[len(times) // 2]
-    return res, hw, took, interp
+    samples = [once()[1:] for _ in range(5)]
+    took, interp, _ = sorted(samples)[len(samples) // 2]
+    cpu = sorted(c for *_, c in samples)[len(samples) // 2]
+    return res, hw, took, interp, cpu
 
 
 def validate(points, sizing):
     rows, meas, pred, speed = [], [], [], []
     for name, params, trace in points:
         program, tensors, inputs = prepare(name, params, trace)
-        res, hw, took, interp = model(program, tensors, inputs, fifo_sizing=sizing)
+        res, hw, took, interp, cpu = model(program, tensors, inputs, fifo_sizing=sizing)
         # the same hardware in Verilator: the lowered (tiled) program with the same FIFO depths
         pins = {e.stream: e.depth for e in hw.edges}
         rtl = run_rtl(hw.program, tensors, inputs, depths=pins)
@@ -116,16 +121,17 @@ def validate(points, sizing):
         pred.append(p)
         speed.append(sim / took)
         rows.append([label(name, params, trace), m, p, f"{100 * (p - m) / m:+.1f}%",
-                     f"{took * 1e3:.1f}", f"{interp * 1e3:.1f}" if interp else "-", f"{sim:.2f}",
-                     f"{rtl.timings['run'] * 1e3:.1f}", f"{sim / took:,.0f}x"])
+                     f"{took * 1e3:.1f}", f"{interp * 1e3:.1f}" if needs_run(hw) else "-",
+                     f"{cpu * 1e3:.1f}", f"{sim:.2f}", f"{rtl.timings['run'] * 1e3:.1f}",
+                     f"{sim / took:,.0f}x", f"{rtl.timings['run'] / took:.1f}x"])
         print(" | ".join(map(str, rows[-1])), flush=True)
     meas, pred = np.array(meas, float), np.array(pred, float)
     err = np.abs(pred - meas) / meas
     r = float(np.corrcoef(meas, pred)[0, 1]) if len(meas) > 1 else float("nan")
     print()
     print("| point | measured | predicted | error | model ms | (of it interpreter ms) "
-          "| Verilator s | (run only ms) | speed-up |")
-    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+          "| model CPU ms | Verilator s | (run only ms) | speed-up | vs run only |")
+    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
     for row in rows:
         print("| " + " | ".join(map(str, row)) + " |")
     print()

@@ -20,15 +20,15 @@ operator semantics (``sim.ref.interpreter.SEMANTICS``, the registry of its publi
 - does not measure the dimensions (``run(check_bounds=...)``'s ``observe``).
 
 Every stream a data stream depends on has the tokens of the full run in number, stops and
-element shapes; a stream whose values are read (a selector, a flag) has the full run's values. Programs that read an
-off-chip tensor they also write (values through memory) and programs with feedback (refused by
-the model anyway) take the full run.
+element shapes; a stream whose values are read (a selector, a flag) has the full run's values.
+Programs that read an off-chip tensor they also write (values through memory) and programs
+with feedback (refused by the model anyway) take the full run. Nor are the bounds checked here:
+``predict_program`` (``stepforge run --level perf``, sweeps) keeps the full, checked run.
 """
 
 import numpy as np
 
 from ..compiler.ops.compute import Accum, AddrGen, FlatMap, Filter, Map, RetileStreamify, Scan
-from ..compiler.ops.io import Input
 from ..compiler.ops.offchip import (LinearOffChipLoad, LinearOffChipStore, RandomOffChipLoad,
                                     RandomOffChipStore)
 from ..compiler.ops.routing import Partition, Reassemble
@@ -61,9 +61,7 @@ def _reads_values(node, port):
     cls = type(node)
     if cls in _SHAPE_ONLY:
         return port in _SHAPE_ONLY[cls]
-    if cls in (FlatMap, AddrGen, RandomOffChipLoad, RandomOffChipStore):
-        return True
-    if isinstance(node, (FlatMap, AddrGen)):
+    if isinstance(node, (FlatMap, AddrGen, RandomOffChipLoad, RandomOffChipStore)):
         return True
     # the units that move elements as they are (routing, shape, PMU, linear off-chip, compute:
     # a compute node's own values matter only when its outputs' do)
@@ -176,7 +174,8 @@ def framing_run(program, tensors, inputs, data, values):
     values : set of Stream
         Those of them whose elements the model reads.
     """
-    from ..sim.ref import ops_compute, ops_memory, ops_offchip, ops_routing, ops_shape  # noqa
+    # registers every operator's semantics, as the interpreter's run does
+    from ..sim.ref import ops_compute, ops_memory, ops_offchip, ops_routing, ops_shape  # noqa: F401
     stored = {n.tensor for n in program.nodes
               if isinstance(n, (LinearOffChipStore, RandomOffChipStore))}
     loaded = {n.tensor for n in program.nodes
