@@ -187,3 +187,23 @@ def test_a_look_ahead_unit_on_a_side_branch_of_a_cycle_is_a_deadlock_at_any_dept
     pf = load(ATTN)
     ok = lower(pf.build(B=8, P=2, Lmax=4), deadlock_check="off")
     assert cycle_lookaheads(ok.program, ok.program.node("dispatch"), ok.program.consumers()) == []
+
+
+def test_a_cycle_through_a_partition_with_a_rank_1_selector():
+    # the dispatch selector is [B, 1] (each request's mask in a fibre of its own): the
+    # interpreter cuts it after the masks that have their chunk, with the stops that follow
+    from stepforge import Promote
+    B, P = 6, 2
+    p = Program("loop1")
+    fb = p.feedback("dispatch", (B, 1), Select(P))
+    x = p.input("x", (B, 1), Index())
+    outs = Partition(x, fb, P, 0)
+    _, free = EagerMerge(outs, 0)
+    kept = Partition(free, p.input("keep", free.shape, Select(1)), 1, 0)[0]
+    seeded, _ = EagerMerge([p.input("init", (P,), Select(P)), kept], 0)
+    p.bind(fb, Promote(seeded, 0))
+    res = run(p, inputs={"x": [[i] for i in range(B)], "init": [1, 2],
+                         "keep": [1] * (B - P) + [0] * P}, keep_edges=True)
+    assert res.tokens(outs[0]) == [0, 2, 4] and res.tokens(outs[1]) == [1, 3, 5]
+    assert [t for t in res.tokens(fb) if isinstance(t, int)] == [1, 2] * 3
+    assert res.cycle_iterations == B // P + 1

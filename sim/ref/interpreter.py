@@ -217,12 +217,6 @@ def _cycles(program, memory, inputs, feedback, keep_edges, check_bounds):
                 stack.extend(n.outputs)
     lenient = {n for n in late if isinstance(n, Partition)}
     orders = {n: [] for n in late if isinstance(n, EagerMerge)}
-    for n in lenient:
-        if n.inputs[1].rank != 0:
-            raise StepRuntimeError(
-                f"{n.name}: the interpreter iterates a cycle only through Partitions with a rank-0 "
-                f"selector; {n.inputs[1].name} has rank {n.inputs[1].rank}", op=n.name,
-                port="select")
     limit = 2
     for f in feedback:
         bound = program.symbols.bound(program.cardinality(f.outputs[0]))
@@ -286,12 +280,29 @@ def _merge_after(node, ins, orders):
 
 
 def _as_far_as_both(node, ins):
-    """A Partition's data and rank-0 selector cut to the chunks both have."""
+    """A Partition's data and selector cut to the chunks both have: the first ``k`` selector
+    elements, with the stops that follow the ``k``-th (they close fibres the data's ``k``-th
+    chunk closes too), and the data up to the end of its ``k``-th chunk. A chunk the stream has
+    not finished yet (no closing stop) does not count."""
     from .ops_routing import iter_chunks
     data, sel = ins
-    chunks = list(iter_chunks(data, node.b, rank=node.inputs[0].rank, op=node.name))
-    k = min(len(chunks), len(sel))
-    return [data[:chunks[k - 1].last + 1] if k else [], sel[:k]]
+    chunks = []
+    try:
+        for c in iter_chunks(data, node.b, rank=node.inputs[0].rank, op=node.name):
+            chunks.append(c)
+    except StepRuntimeError:
+        pass                    # an unfinished chunk at the end of a truncated stream
+    if node.inputs[1].rank == 0:
+        k = min(len(chunks), len(sel))
+        return [data[:chunks[k - 1].last + 1] if k else [], sel[:k]]
+    elements = [i for i, t in enumerate(sel) if not is_stop(t)]
+    k = min(len(chunks), len(elements))
+    if not k:
+        return [[], []]
+    end = elements[k - 1] + 1
+    while end < len(sel) and is_stop(sel[end]):
+        end += 1
+    return [data[:chunks[k - 1].last + 1], sel[:end]]
 
 
 def _check_declared(f, tokens):
