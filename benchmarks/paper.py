@@ -406,15 +406,42 @@ def attn_measure(variance, mode, *, stall=False, config=None, batch=32, lmax=32)
     want = pf.reference(program, tensors, inputs)["O"]
     ok = bool(np.array_equal(res.tensors["O"], want) and np.array_equal(ref.tensors["O"], want))
     lengths = trace["kv_lengths"]
+    c, cyc = res.csrs, max(res.cycles, 1)
+    loads = [u.name for u in res.hw.units if u.kind == "RandomLoadUnit"
+             and f"unit.{u.name}.stall_in" in c]
     return {"variance": variance, "mode": mode, "ok": ok, "cycles": res.cycles,
             "stall": stall, "B": len(lengths), "keys": sum(lengths),
             "std": trace["statistics"]["std"], "seconds": round(wall, 1),
-            "build_seconds": round(res.timings["compile"] + res.timings["build"], 1)}
+            "build_seconds": round(res.timings["compile"] + res.timings["build"], 1),
+            # where the cycles go: the host stream of KV addresses (a BeatReader, one beat per
+            # key) and how long the regions' key loads wait for addresses
+            "addr_busy": round(c["unit.addr.busy"] / cyc, 3),
+            "load_stall_in": round(sum(c[f"unit.{n}.stall_in"] for n in loads)
+                                   / (len(loads) * cyc), 3)}
+
+
+def attn_balance(lengths, P, mode):
+    """Keys of the busiest region under ``mode`` if every region took one cycle per key and
+    nothing else limited it (a model, not a measurement): ``interleaved`` and ``coarse`` as
+    :func:`examples.decode_attention.masks`; ``dynamic`` seeds request ``r < P`` to region
+    ``r`` and then gives each request to the region that finishes its work first (the
+    paper's dispatch, ties to the lowest region)."""
+    load_ = [0] * P
+    if mode == "dynamic":
+        for b, n in enumerate(lengths):
+            r = b if b < P else min(range(P), key=lambda i: (load_[i], i))
+            load_[r] += n
+        return max(load_)
+    per = -(-len(lengths) // P)
+    for b, n in enumerate(lengths):
+        load_[b % P if mode == "interleaved" else b // per] += n
+    return max(load_)
 
 
 def attn_summarize(results, out=print):
     """The decode-attention table: cycles per mode and class, and the speedups of dynamic."""
-    rows, speed = [], {"interleaved": [], "coarse": []}
+    rows, speed, diag, model = [], {"interleaved": [], "coarse": []}, [], []
+    P = ATTN_SHAPE["P"]
     for v in ATTN_CLASSES:
         got = {r["mode"]: r for r in results if r["variance"] == v and not r.get("stall")}
         if not all(m in got for m in ATTN_MODES):
@@ -427,12 +454,32 @@ def attn_summarize(results, out=print):
                      "ok" if all(got[m]["ok"] for m in ATTN_MODES) else "FAIL",
                      dyn, got["interleaved"]["cycles"], got["coarse"]["cycles"],
                      f"{si:.2f}", f"{sc:.2f}"])
+        for m in ATTN_MODES:
+            r = got[m]
+            diag.append([v, m, r["cycles"], f"{r['cycles'] / r['keys']:.2f}",
+                         r.get("addr_busy", "-"), r.get("load_stall_in", "-")])
+        trace = TRACES / f"attn_{v}_b{got['dynamic']['B']}_l32.json"
+        if trace.exists():
+            lengths = json.loads(trace.read_text())["kv_lengths"]
+            keys = {m: attn_balance(lengths, P, m) for m in ATTN_MODES}
+            model.append([v, keys["dynamic"], keys["interleaved"], keys["coarse"],
+                          f"{keys['interleaved'] / keys['dynamic']:.2f}",
+                          f"{keys['coarse'] / keys['dynamic']:.2f}"])
     if not rows:
         return None
-    out(f"\ndecode attention, dynamic parallelization ({ATTN_SHAPE['P']} regions, d="
-        f"{ATTN_SHAPE['d']}, B={results[0]['B']}, traces/attn_*.json)")
-    out(table(["KV variance", "std", "keys", "check", "dynamic", "interleaved", "coarse",
-               "vs interleaved", "vs coarse"], rows))
+    out(f"\ndecode attention, dynamic parallelization ({P} regions, d="
+        f"{ATTN_SHAPE['d']}, B={results[0]['B']}, traces/attn_*.json), cycles in Verilator")
+    out(table(rows, ["KV variance", "std", "keys", "check", "dynamic", "interleaved", "coarse",
+                     "vs interleaved", "vs coarse"]))
+    out("\nwhere the cycles go (addr: the host stream of KV addresses, a BeatReader; loads: the "
+        "regions' RandomOffChipLoads, fraction of cycles waiting for an address)")
+    out(table(diag, ["KV variance", "mode", "cycles", "cycles/key", "addr busy",
+                     "loads stalled in"]))
+    if model:
+        out(f"\nmodel, not measured: keys of the busiest region if each of the {P} regions "
+            f"took one cycle per key and nothing else limited it (attn_balance)")
+        out(table(model, ["KV variance", "dynamic", "interleaved", "coarse", "vs interleaved",
+                          "vs coarse"]))
     geo = {k: math.exp(sum(map(math.log, x)) / len(x)) for k, x in speed.items() if x}
     both = speed["interleaved"] + speed["coarse"]
     geo["both"] = math.exp(sum(map(math.log, both)) / len(both))
