@@ -18,9 +18,11 @@ __all__ = ["ReplayEngine"]
 class ReplayEngine(wiring.Component):
     """Carries out the commands of read side ``i``: replays buffers from memory onto ``out``.
 
-    A replay command reads the buffer's entries one per cycle (along its block chain, or in the
-    read side's affine order) and closes the replay with the command's stop; a stop-only
-    command sends one beat without data. The memories' synchronous read is one pipeline stage,
+    Commands wait in a two-entry queue with registered outputs (a command taken from ``cmd``
+    in cycle ``t`` starts in ``t + 1`` at the earliest; back-to-back commands still replay
+    without a gap). A replay command reads the buffer's entries one per cycle (along its block
+    chain, or in the read side's affine order) and closes the replay with the command's stop; a
+    stop-only command sends one beat without data. The memories' synchronous read is one pipeline stage,
     the formed beat's register a second (no logic follows the block RAM's output in its
     cycle), in front of a three-entry output FIFO, entered only with room for the beat
     (``credit``). A command that releases its buffer raises a release request after its last
