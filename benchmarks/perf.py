@@ -8,8 +8,9 @@ Validation: each point is lowered (the default FIFO sizing), run in Verilator (c
 ``run_rtl``) and predicted by :func:`stepforge.perf.predict` on the same lowered program.
 Printed per point: measured and predicted cycles, the error, the model's time (wall, and the
 process's CPU time: the machine may be loaded) and Verilator's, their ratio, and the ratio of
-the Verilated run alone (no simulator start-up) to the model's time; then Pearson r, mean
-and max absolute error, and the targets.
+the Verilated run alone (no simulator start-up) to the model's time; the CPU time of the
+simulator process (``verilator.run``'s children) against the model's CPU time; then Pearson r,
+mean and max absolute error, and the targets.
 
 What is timed on each side is what a point costs once its program is compiled (lowering and
 Verilog excluded on both sides, and Verilator's build): for Verilator the simulator process
@@ -31,6 +32,7 @@ method's depths pinned through ``run_rtl(depths=...)``), bit-exact against the i
 
 import argparse
 import gc
+import resource
 import sys
 import time
 import warnings
@@ -104,14 +106,42 @@ def model(program, tensors, inputs, **lower_kw):
     return res, hw, took, interp, cpu
 
 
+def _children_cpu():
+    """CPU seconds (user + system) of this process's finished child processes."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _timed_simulator():
+    """Wrap ``verilator.run`` (the simulator process, which ``run_rtl`` starts after the Verilog
+    and the build) so that the CPU time of its child processes is recorded in ``SIM_CPU``: the
+    conversion and the build also run child processes (Yosys, Verilator, the C++ compiler)."""
+    from stepforge.sim.rtl import verilator
+    plain = verilator.run
+
+    def run(*args, **kwargs):
+        c0 = _children_cpu()
+        try:
+            return plain(*args, **kwargs)
+        finally:
+            SIM_CPU.append(_children_cpu() - c0)
+    verilator.run = run
+
+
+SIM_CPU = []
+
+
 def validate(points, sizing):
-    rows, meas, pred, speed = [], [], [], []
+    _timed_simulator()
+    rows, meas, pred, speed, cpu_speed = [], [], [], [], []
     for name, params, trace in points:
         program, tensors, inputs = prepare(name, params, trace)
         res, hw, took, interp, cpu = model(program, tensors, inputs, fifo_sizing=sizing)
         # the same hardware in Verilator: the lowered (tiled) program with the same FIFO depths
         pins = {e.stream: e.depth for e in hw.edges}
+        SIM_CPU.clear()
         rtl = run_rtl(hw.program, tensors, inputs, depths=pins)
+        sim_cpu = sum(SIM_CPU)
         if rtl.status != "done":
             print(f"{label(name, params, trace)}: Verilator run {rtl.status}", file=sys.stderr)
             continue
@@ -120,18 +150,21 @@ def validate(points, sizing):
         meas.append(m)
         pred.append(p)
         speed.append(sim / took)
+        cpu_speed.append(sim_cpu / cpu)
         rows.append([label(name, params, trace), m, p, f"{100 * (p - m) / m:+.1f}%",
                      f"{took * 1e3:.1f}", f"{interp * 1e3:.1f}" if needs_run(hw) else "-",
-                     f"{cpu * 1e3:.1f}", f"{sim:.2f}", f"{rtl.timings['run'] * 1e3:.1f}",
-                     f"{sim / took:,.0f}x", f"{rtl.timings['run'] / took:.1f}x"])
+                     f"{cpu * 1e3:.1f}", f"{sim:.2f}", f"{sim_cpu:.2f}",
+                     f"{rtl.timings['run'] * 1e3:.1f}", f"{sim / took:,.0f}x",
+                     f"{sim_cpu / cpu:,.0f}x", f"{rtl.timings['run'] / took:.1f}x"])
         print(" | ".join(map(str, rows[-1])), flush=True)
     meas, pred = np.array(meas, float), np.array(pred, float)
     err = np.abs(pred - meas) / meas
     r = float(np.corrcoef(meas, pred)[0, 1]) if len(meas) > 1 else float("nan")
     print()
     print("| point | measured | predicted | error | model ms | (of it interpreter ms) "
-          "| model CPU ms | Verilator s | (run only ms) | speed-up | vs run only |")
-    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+          "| model CPU ms | Verilator s | Verilator CPU s | (run only ms) | speed-up "
+          "| CPU speed-up | vs run only |")
+    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
     for row in rows:
         print("| " + " | ".join(map(str, row)) + " |")
     print()
@@ -139,7 +172,9 @@ def validate(points, sizing):
           f"{100 * err.mean():.2f} % (<= 5 %); max {100 * err.max():.2f} % (<= 10 %); model "
           f"(interpreter when needed + predict) vs Verilator's simulator process: min "
           f"{min(speed):,.0f}x, median {float(np.median(speed)):,.0f}x (>= 100x), "
-          f"{sum(x >= 100 for x in speed)} of {len(speed)} points >= 100x")
+          f"{sum(x >= 100 for x in speed)} of {len(speed)} points >= 100x; CPU time against "
+          f"CPU time: min {min(cpu_speed):,.0f}x, median {float(np.median(cpu_speed)):,.0f}x, "
+          f"{sum(x >= 100 for x in cpu_speed)} of {len(cpu_speed)} points >= 100x")
     return r, err
 
 
