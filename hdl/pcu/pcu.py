@@ -94,9 +94,11 @@ class PCU(_Plan, _Datapath, _Assign, _Retile, wiring.Component):
     ``OVER_BOUND``.
 
     **Errors.** Lock-step inputs whose ``has_data``, ``stop`` or ``last`` differ raise
-    ``STOP_MISMATCH``: the disagreeing beats are taken at their last step as any beat is (the
-    check is not on the handshake path), produce nothing, and the unit stops from the next cycle
-    on (no input is taken, no output is produced). Dynamic row counts that differ raise
+    ``STOP_MISMATCH`` in the first cycle every input offers its disagreeing beat: if that cycle
+    is the beats' last step and the pipeline moves (the output is not back-pressured), they are
+    taken as any beat is (the check is not on the handshake path) and produce nothing; else
+    they stay in their FIFOs. The unit stops from the next cycle on (no input is taken, no
+    output is produced). Dynamic row counts that differ raise
     ``ROW_MISMATCH`` and an ``OVER_BOUND`` element is refused: the unit stops before taking
     that beat.
 
