@@ -16,6 +16,7 @@ import numpy as np
 from ...compiler.errors import StepRuntimeError
 from ...compiler.graph import Program
 from ...compiler.ops.feedback import check_bound, feedbacks
+from ...compiler.ops.routing import EagerMerge, Partition
 from ...contract.tokens import is_stop, to_beats, to_nested
 
 __all__ = ["semantics", "Context", "Result", "run"]
@@ -206,7 +207,6 @@ def _cycles(program, memory, inputs, feedback, keep_edges, check_bounds):
     truncation, so a cycle that stops short of its data (a deadlock in hardware) is the
     Partition's run-time error, prefixed by the cycle's state.
     """
-    from ...compiler.ops.routing import EagerMerge, Partition
     late = set()
     cons = program.consumers()
     stack = [f.outputs[0] for f in feedback]
@@ -258,7 +258,7 @@ def _merge_after(node, ins, orders):
     """An EagerMerge inside a cycle: the chunks it merged in earlier iterations first, in their
     order, then the new ones round-robin (a chunk that appears in a later iteration arrives
     later). Updates ``orders[node]``."""
-    from .ops_routing import eager_merge, iter_chunks
+    from .ops_routing import eager_merge, iter_chunks  # not at the top: it imports this module
     counts = [sum(1 for _ in iter_chunks(s, node.b, rank=node.b, op=node.name, port=f"in{j}"))
               for j, s in enumerate(ins)]
     order = list(orders[node])
@@ -284,7 +284,7 @@ def _as_far_as_both(node, ins):
     elements, with the stops that follow the ``k``-th (they close fibres the data's ``k``-th
     chunk closes too), and the data up to the end of its ``k``-th chunk. A chunk the stream has
     not finished yet (no closing stop) does not count."""
-    from .ops_routing import iter_chunks
+    from .ops_routing import iter_chunks  # not at the top: it imports this module
     data, sel = ins
     chunks = []
     try:
