@@ -83,10 +83,11 @@ class Writer(wiring.Component):
         # the input FIFO's pop were on the worst iCE40 path, 33 ns over 11 cells)
         in_layout = beat_layout(pmu.elem_type, pmu.rank, row_bound=pmu.row_bound)
         m.submodules.in_queue = inq = StreamFIFO(data.StructLayout({
-            "beat": in_layout, "closes": 1, "bare_done": 1, "nothing": 1, "no_stop": 1,
-            # whether the beat is stored, after an element without a stop (it may merge into
-            # that element's stop) and otherwise: the writer picks one by its own register
-            "store_after_nostop": 1, "store": 1, "merges": 1,
+            "beat": in_layout, "closes": 1, "bare_done": 1, "no_stop": 1,
+            # whether the beat is stored unless it follows an element without a stop, and
+            # whether it merges into that element's stop if it does (then it is stored only
+            # with data): the writer picks by its own register
+            "store": 1, "merges": 1,
         }), 2, counters=False)
         ip = self.in0.payload
         m.d.comb += [
@@ -94,10 +95,8 @@ class Writer(wiring.Component):
             inq.i.payload.beat.eq(ip),
             inq.i.payload.closes.eq(ip.stop >= b),
             inq.i.payload.bare_done.eq(~ip.has_data & (ip.stop == 0) & ip.last),
-            inq.i.payload.nothing.eq(~ip.has_data & (ip.stop == 0) & ~ip.last),
             inq.i.payload.no_stop.eq(ip.stop == 0),
             inq.i.payload.store.eq(ip.has_data | (ip.stop != 0)),
-            inq.i.payload.store_after_nostop.eq(ip.has_data),
             inq.i.payload.merges.eq(~ip.has_data & (ip.stop != 0)),
         ]
         i0 = inq.o
@@ -126,7 +125,6 @@ class Writer(wiring.Component):
         closes = Signal(name="w_closes")
         bare_done = Signal(name="w_bare_done")
         merge = Signal(name="w_merge")
-        nothing = Signal(name="w_nothing")
         store = Signal(name="w_store")
         need_alloc = Signal(name="w_need_alloc")
         refs_push = Signal(name="w_refs_push")
@@ -136,9 +134,8 @@ class Writer(wiring.Component):
         m.d.comb += [
             closes.eq(i0.payload.closes),
             bare_done.eq(i0.payload.bare_done),
-            nothing.eq(i0.payload.nothing),
             merge.eq(i0.payload.merges & prev_nostop),
-            store.eq(Mux(prev_nostop, i0.payload.store_after_nostop, i0.payload.store)),
+            store.eq(Mux(prev_nostop, hd, i0.payload.store)),
             need_alloc.eq(store & blk_needed),
             refs_push.eq(closes | (bare_done & ~open_)),
             t_eff.eq(Mux(closes, b - 1, s)),
