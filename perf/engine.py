@@ -21,7 +21,7 @@ the least fixed point (:func:`solve`); a schedule that does not settle is a dead
 
 import numpy as np
 
-__all__ = ["Edge", "StepSeq", "Actor", "solve", "chain", "same", "filled", "NEG"]
+__all__ = ["Edge", "StepSeq", "Actor", "solve", "chain", "offsets", "same", "filled", "NEG"]
 
 #: "No constraint" (far below any cycle).
 NEG = np.int64(-(1 << 40))
@@ -47,23 +47,31 @@ def same(a, b):
     return len(a) == len(b) and a.tobytes() == b.tobytes()
 
 
-def chain(a, cost=None, step=1):
-    """``x[s] = max(a[s], x[s-1] + cost[s-1])`` for every ``s`` (``x[0] = a[0]``); without
-    ``cost``, every step costs ``step``."""
-    n = len(a)
-    if n == 0:
-        return a.copy()
-    # already spaced (the usual case: a stream that flows): the recurrence is the identity, and
-    # checking that is cheaper than the running maximum
-    if n == 1 or (a[1:] - a[:-1] >= (step if cost is None else cost[:-1])).all():
-        return a.copy()
+def offsets(n, cost=None, step=1):
+    """``c[s] = cost[0] + ... + cost[s-1]`` (``c[0] = 0``; without ``cost``, ``s * step``): the
+    offsets with which :func:`chain` solves its recurrence."""
     if cost is None:
-        c = STEPS[:n] * step if n <= len(STEPS) else np.arange(n, dtype=np.int64) * step
-    else:
-        c = np.zeros(n, dtype=np.int64)
-        if n > 1:
-            np.cumsum(cost[:-1], out=c[1:])
-    return c + np.maximum.accumulate(a - c)
+        return STEPS[:n] * step if n <= len(STEPS) else np.arange(n, dtype=np.int64) * step
+    c = np.zeros(n, dtype=np.int64)
+    if n > 1:
+        np.cumsum(cost[:-1], out=c[1:])
+    return c
+
+
+def chain(a, cost=None, step=1, c=None):
+    """``x[s] = max(a[s], x[s-1] + cost[s-1])`` for every ``s`` (``x[0] = a[0]``); without
+    ``cost``, every step costs ``step``. ``c``: the :func:`offsets` of the costs, when the caller
+    keeps them (a unit's costs do not change between its updates). A new array."""
+    n = len(a)
+    if n <= 1:
+        return a.copy()
+    if c is None:
+        c = offsets(n, cost, step)
+    # x[s] - c[s] = max over r <= s of a[r] - c[r]: three calls, whether or not a step waits
+    x = np.subtract(a, c)
+    np.maximum.accumulate(x, out=x)
+    x += c
+    return x
 
 
 class Edge:
@@ -147,10 +155,18 @@ class StepSeq(Actor):
         A consumed beat is popped ``pop_off`` cycles after its step starts.
     t0 : int
         The first step's earliest start.
+
+    Notes
+    -----
+    A port's steps are kept as ``None`` (a beat in every step), a slice (consecutive steps) or an
+    index array, so that most ports read and write views instead of gathering and scattering.
+    An update that would change nothing is detected before the recurrences are solved
+    (:meth:`_outputs_quiet`, :meth:`_bounds_quiet`); the stall figures (:attr:`wait_in`,
+    :attr:`wait_out`) are therefore computed from the final schedule when they are read.
     """
 
-    #: Skip an update when only the output FIFOs' pops changed and none of them binds
-    #: (:meth:`_outputs_quiet`); False recomputes every time (the same schedule).
+    #: Skip an update when it provably changes nothing (:meth:`_outputs_quiet`,
+    #: :meth:`_bounds_quiet`); False recomputes every time (the same schedule).
     skip_quiet = True
 
     def __init__(self, name, cost, ins=(), outs=(), pop_off=0, t0=0):
@@ -162,19 +178,18 @@ class StepSeq(Actor):
         self.t0 = t0
         self.extra = []             # callables -> [(steps, lower bounds on their T)]
         self.T = np.zeros(S, dtype=np.int64)
-        self._bounds = (np.zeros(S, dtype=np.int64), np.zeros(S, dtype=np.int64))
         self._plan = self._seen = None
+        self._settled = False       # the last update solved the unit's own output loop
         self.ins, self.outs = [], []
         for e, idx in ins:
             idx = np.asarray(idx, dtype=np.int64)
-            _check_cover(name, e, idx)
+            steps = _steps(name, e, idx)
             e.dst = self
-            self.ins.append((e, np.nonzero(idx >= 0)[0]))
+            self.ins.append((e, steps))
         for e, idx, off, slack in outs:
             idx = np.asarray(idx, dtype=np.int64)
-            _check_cover(name, e, idx)
+            steps = _steps(name, e, idx)
             e.src = self
-            steps = np.nonzero(idx >= 0)[0]
             off = _per_step(off, S)[steps]
             self.outs.append((e, steps, off, slack))
         self.watch = [e for e, _ in self.ins] + [e for e, *_ in self.outs]
@@ -183,28 +198,29 @@ class StepSeq(Actor):
         return f"StepSeq({self.name!r}, steps={self.S})"
 
     def _make_plan(self):
-        """The index arrays of :meth:`update`, with ``None`` for a port that has a beat in every
-        step (no gather or scatter needed)."""
+        """The ports of :meth:`update`, each with its steps as ``None`` (every step), a slice or
+        an index array (:func:`_view`), and an offset that is the same for every beat as an
+        int."""
         S = self.S
-
-        def every(steps):
-            return None if len(steps) == S else steps
         ins = []
         for e, steps in self.ins:
-            pop = self.pop_off[steps]
-            ins.append((e, every(steps), pop if pop.any() else None))
+            pop = _uniform(self.pop_off[steps])
+            ins.append((e, _view(steps, S), None if isinstance(pop, int) and not pop else pop))
         comb, held = [], []
         for e, steps, off, slack in self.outs:
-            st = every(steps)
+            st = _view(steps, S)
             if not slack:
                 k = e.depth
-                tail = None if k >= e.n else slice(k, None) if st is None else steps[k:]
+                tail = None if k >= e.n else _view(steps[k:], S)
                 comb.append((e, st, tail, k))
             else:
-                tail = None if slack >= e.n else (
-                    slice(slack, None) if st is None else steps[slack:], off[slack:])
-                held.append((e, st, off, slack, tail))
+                tail = None if slack >= e.n else (_view(steps[slack:], S),
+                                                  _uniform(off[slack:]))
+                held.append((e, st, _uniform(off), slack, tail))
         self._plan = ins, comb, held
+        # the first input with a beat in every step starts the inputs' bound
+        self._full = next((i for i, (_, st, _) in enumerate(ins) if st is None), None)
+        self._coff = offsets(S, None if self.unit_cost else self.cost)
         # what the steps depend on besides the output FIFOs' pops: input pushes, extra bounds
         ports = {id(e) for e, *_ in self.outs} | {id(e) for e, _ in self.ins}
         self._fwd = [e for e, _ in self.ins] + [o for o in self.watch if id(o) not in ports]
@@ -216,21 +232,69 @@ class StepSeq(Actor):
     def _outputs_quiet(self, comb, held):
         """Whether the output FIFOs' new pops leave every step and push as it is (only their
         pops changed since the last update): each pop frees its entry no later than the push
-        that needs it already happens. Then :meth:`update` would change nothing (its stall
-        bounds neither: a bound that does not move a step is no wait)."""
+        that needs it already happens."""
         T = self.T
         for e, st, tail, k in comb:
-            if tail is not None and not (e.C[:-k] + 1 <= T[tail]).all():
+            if tail is not None and not _le(e.C[:-k] + 1, T[tail]):
                 return False
         for e, *_ in held:
-            if not (e.room() <= e.P).all():
+            if not _le(e.room(), e.P):
                 return False
         return True
 
+    def _bounds_quiet(self, base, held):
+        """Whether the steps' new lower bounds ``base`` (inputs, room of the combinational
+        outputs, extra bounds) bind no step and the held outputs' room binds no push: then the
+        steps, pops and pushes stay as they are. The updates are monotone (every bound only
+        rises while the fixed point iterates), so the last schedule, which satisfies these
+        bounds, is still the least one."""
+        if not (self._settled and _le(base, self.T)):
+            return False
+        return all(_le(e.room(), e.P) for e, *_ in held)
+
+    def _inputs(self, ins):
+        """The earliest start of every step allowed by its inputs (a beat is there the cycle
+        after its push) and ``t0``: a new array."""
+        full = self._full
+        if full is None:
+            a = filled(self.S, self.t0 - 1)
+        else:
+            a = ins[full][0].P.copy()
+        for i, (e, st, pop) in enumerate(ins):
+            if i != full:
+                _raise(a, st, e.P)
+        a += 1
+        if full is not None and self.t0 > 0:
+            np.maximum(a, self.t0, out=a)
+        return a
+
+    def _bound(self, a, comb):
+        """Raise ``a`` (in place) by the room of the combinational outputs and the extra
+        bounds."""
+        for e, st, tail, k in comb:
+            if tail is not None:
+                _raise(a, tail, e.C[:-k] + 1)
+        for f in self.extra:
+            for idx, low in f():
+                a[idx] = np.maximum(a[idx], low)
+        return a
+
+    @staticmethod
+    def _held(a, bounded, pushes):
+        """``a`` raised by the held outputs' pushes ``pushes``: a step cannot start while
+        ``slack`` of its unit's results wait for the FIFO (a new array)."""
+        a = a.copy()
+        for (e, st, off, slack, (tst, toff)), P in zip(bounded, pushes):
+            _raise(a, tst, P[:-slack] - toff)
+        return a
+
     def _pushes(self, T):
         """Push times of every output with slack, given the step starts ``T``."""
-        return [chain(np.maximum((T if st is None else T[st]) + off, e.room()))
-                for e, st, off, slack, tail in (self._plan or self._make_plan())[2]]
+        out = []
+        for e, st, off, slack, tail in (self._plan or self._make_plan())[2]:
+            ready = T + off if st is None else T[st] + off
+            out.append(chain(np.maximum(ready, e.room(), out=ready)))
+        return out
 
     def update(self):
         S = self.S
@@ -240,56 +304,34 @@ class StepSeq(Actor):
         if self.skip_quiet and self._forward_key() == self._seen and \
                 self._outputs_quiet(comb, held):
             return False
-        a_in = None
-        for e, st, pop in ins:
-            v = e.P + 1
-            if st is None:
-                a_in = v if a_in is None else np.maximum(a_in, v, out=a_in)
-            else:
-                if a_in is None:
-                    a_in = filled(S, self.t0)
-                a_in[st] = np.maximum(a_in[st], v)
-        if a_in is None:
-            a_in = filled(S, self.t0)
-        else:
-            np.maximum(a_in, self.t0, out=a_in)
-        base = a_in
-        for e, st, tail, k in comb:
-            if tail is not None:
-                if base is a_in:
-                    base = a_in.copy()
-                base[tail] = np.maximum(base[tail], e.C[:-k] + 1)
-        for f in self.extra:
-            for idx, low in f():
-                if base is a_in:
-                    base = a_in.copy()
-                base[idx] = np.maximum(base[idx], low)
+        base = self._bound(self._inputs(ins), comb)
+        if self.skip_quiet and self._bounds_quiet(base, held):
+            self._seen = self._forward_key()
+            return False
         # the unit's own results waiting for room bound its next steps: solve that loop here
         bounded = [h for h in held if h[4] is not None]
+        c = self._coff
         if not bounded:
-            a = base
-            T = chain(a, None if self.unit_cost else self.cost)
+            T = chain(base, c=c)
             new = self._pushes(T)
+            self._settled = True
         else:
             pushes = [e.P for e, *_ in bounded]
-            last = None
+            self._settled = False
             for _ in range(LOCAL_ROUNDS):
-                a = base.copy()
-                for (e, st, off, slack, (tst, toff)), P in zip(bounded, pushes):
-                    a[tst] = np.maximum(a[tst], P[:-slack] - toff)
-                if last is not None and same(a, last):
-                    break                   # the same bounds: the same steps and pushes
-                last = a
-                T = chain(a, None if self.unit_cost else self.cost)
+                T = chain(self._held(base, bounded, pushes), c=c)
                 new = self._pushes(T)
-                pushes = [P for P, h in zip(new, held) if h[4] is not None]
+                now = [P for P, h in zip(new, held) if h[4] is not None]
+                if all(same(x, y) for x, y in zip(now, pushes)):
+                    self._settled = True        # the same pushes: the same bounds and steps
+                    break
+                pushes = now
         changed = not same(T, self.T)
         self.T = T
-        self._bounds = (a_in, a)
         for e, st, pop in ins:
-            C = T.copy() if st is None else T[st]
+            C = T if st is None else T[st]
             if pop is not None:
-                C += pop
+                C = C + pop
             if not same(e.C, C):
                 e.C = C
                 e.version += 1
@@ -300,7 +342,7 @@ class StepSeq(Actor):
                 e.version += 1
                 changed = True
         for e, st, tail, k in comb:
-            P = T.copy() if st is None else T[st]
+            P = T if st is None else T[st]
             if not same(e.P, P):
                 e.P = P
                 e.version += 1
@@ -308,16 +350,27 @@ class StepSeq(Actor):
         self._seen = self._forward_key()
         return changed
 
+    def _stall_bounds(self):
+        """``(inputs, every bound)`` of each step in the current schedule: what the steps waited
+        for (the stall figures of the final schedule)."""
+        ins, comb, held = self._plan or self._make_plan()
+        a_in = self._inputs(ins)
+        a = self._bound(a_in.copy(), comb)
+        bounded = [h for h in held if h[4] is not None]
+        if bounded:
+            a = self._held(a, bounded, [e.P for e, *_ in bounded])
+        return a_in, a
+
     @property
     def wait_in(self):
         """Cycles each step waited for its inputs (after the step before it)."""
-        a_in, _ = self._bounds
+        a_in, _ = self._stall_bounds()
         return np.maximum(a_in - self._prev(), 0)
 
     @property
     def wait_out(self):
         """Cycles each step waited for room for its outputs (beyond its inputs)."""
-        a_in, a = self._bounds
+        a_in, a = self._stall_bounds()
         return np.maximum(a - np.maximum(self._prev(), a_in), 0)
 
     def _prev(self):
@@ -334,17 +387,56 @@ class StepSeq(Actor):
         return int(self.T[-1] + self.cost[-1]) if self.S else 0
 
 
+def _le(a, b):
+    """Whether ``a <= b`` everywhere (without ``ndarray.all``'s Python-level overhead)."""
+    return len(a) == 0 or int(np.maximum.reduce(np.subtract(a, b))) <= 0
+
+
+def _raise(a, st, low):
+    """``a[st] = max(a[st], low)`` in place; ``st`` None, a slice or an index array."""
+    if st is None:
+        np.maximum(a, low, out=a)
+    elif type(st) is slice:
+        v = a[st]
+        np.maximum(v, low, out=v)
+    else:
+        a[st] = np.maximum(a[st], low)
+
+
+def _view(steps, S):
+    """``steps`` (increasing step numbers) as None when they are every step of ``S``, as a
+    slice when they are consecutive, else as they are."""
+    n = len(steps)
+    if n == S:
+        return None
+    if n and int(steps[-1]) - int(steps[0]) == n - 1:
+        return slice(int(steps[0]), int(steps[0]) + n)
+    return steps
+
+
+def _uniform(x):
+    """``x`` as an int when every element is the same, else as it is."""
+    if len(x) and int(x.min()) == int(x.max()):
+        return int(x[0])
+    return x if len(x) else 0
+
+
 def _per_step(x, S):
     """``x`` (an int or an array of ``S``) as an array of ``S`` ints."""
     x = np.asarray(x, dtype=np.int64)
     return filled(S, x) if x.ndim == 0 else x
 
 
-def _check_cover(name, edge, idx):
-    got = idx[idx >= 0]
-    if len(got) != edge.n or (len(got) and not same(got, np.arange(edge.n))):
+def _steps(name, edge, idx):
+    """The steps of a port whose step ``s`` has beat ``idx[s]`` of ``edge`` (-1: none), checked
+    to cover every beat once, in order."""
+    steps = np.nonzero(idx >= 0)[0]
+    got = idx[steps]
+    n = len(got)
+    if n != edge.n or (n and not same(got, STEPS[:n] if n <= len(STEPS) else np.arange(n))):
         raise AssertionError(f"{name}: the steps cover beats {got[:8].tolist()}.. of "
                              f"{edge.name} ({edge.n} beats), not each once in order")
+    return steps
 
 
 def solve(actors, max_rounds=None, backwards=True, seen=None):
