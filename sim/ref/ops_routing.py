@@ -109,8 +109,8 @@ def _selector_element(select, i, n, op, *, rank=None):
     """``(mask, k, width)`` of the selector element at token ``i``: its stop level ``k`` (0 if
     none) and how many tokens it spans."""
     mask = select[i]
-    sb = beat_index(select, i)
     if not isinstance(mask, int) or isinstance(mask, bool) or not 0 <= mask < (1 << n):
+        sb = beat_index(select, i)
         raise StepRuntimeError(f"{op}: selector element at beat {sb} is {mask!r}, not a mask of "
                                f"{n} bits", op=op, port="select", beat=sb)
     if i + 1 < len(select) and is_stop(select[i + 1]):
@@ -159,7 +159,6 @@ def partition(data, select, n, b, *, op="Partition", rank=None, drop=True):
     i = 0
     while i < len(select):
         t = select[i]
-        sb = beat_index(select, i)
         if is_stop(t):
             k, width, mask = t.level, 1, None
             if sel_rank is not None and k > sel_rank:
@@ -168,12 +167,14 @@ def partition(data, select, n, b, *, op="Partition", rank=None, drop=True):
             mask, k, width = _selector_element(select, i, n, op, rank=sel_rank)
         c = next(chunks, None)
         if c is None:
-            d = _done_beat(data)
+            sb, d = beat_index(select, i), _done_beat(data)
             what = "element" if mask is not None else f"stop-only S{k}"
             raise StepRuntimeError(f"{op}: the data stream ended early (Done at beat {d}): the "
                                    f"selector {what} at beat {sb} has no data chunk",
                                    op=op, port="in0", beat=d)
-        db = beat_index(data, c.last)
+        if mask is None or c.body is None or c.level != k + b or mask == 0 and not drop:
+            # the beats the messages below name (a walk from the streams' start: errors only)
+            sb, db = beat_index(select, i), beat_index(data, c.last)
         if mask is None:
             # an empty selector fibre: the data must show a stop-only S_(k+b) here
             stop_only = c.body is None if b == 0 else not c.body
