@@ -364,14 +364,24 @@ class StepSeq(Actor):
     @property
     def wait_in(self):
         """Cycles each step waited for its inputs (after the step before it)."""
-        a_in, _ = self._stall_bounds()
-        return np.maximum(a_in - self._prev(), 0)
+        return self._waits()[0]
 
     @property
     def wait_out(self):
         """Cycles each step waited for room for its outputs (beyond its inputs)."""
+        return self._waits()[1]
+
+    def _waits(self):
         a_in, a = self._stall_bounds()
-        return np.maximum(a - np.maximum(self._prev(), a_in), 0)
+        prev = self._prev()
+        w_in = np.maximum(a_in - prev, 0)
+        return w_in, np.maximum(a - np.maximum(prev, a_in), 0)
+
+    def stalls(self):
+        """``(cycles waiting for inputs, cycles waiting for room)`` over the whole schedule: the
+        sums of :attr:`wait_in` and :attr:`wait_out`, in one pass."""
+        w_in, w_out = self._waits()
+        return int(np.add.reduce(w_in)), int(np.add.reduce(w_out))
 
     def _prev(self):
         prev = np.empty(self.S, dtype=np.int64)

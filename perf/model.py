@@ -275,8 +275,7 @@ def predict(hw, ref=None, *, timing=None, depths=None, max_rounds=None):
         if a is None or u.shared and not isinstance(u.node, Streamify):
             continue
         busy = a.busy() if hasattr(a, "busy") else 0
-        wi = int(getattr(a, "wait_in", np.zeros(1)).sum())
-        wo = int(getattr(a, "wait_out", np.zeros(1)).sum())
+        wi, wo = a.stalls() if hasattr(a, "stalls") else (0, 0)
         units[u.name] = {"kind": u.kind, "busy": min(busy / cycles, 1.0),
                          "stall_in": min(wi / cycles, 1.0), "stall_out": min(wo / cycles, 1.0)}
     fifos = {name: {"depth": e.depth, "beats": e.n, "high_water": _high_water(e)}
