@@ -72,7 +72,6 @@ class LoadActor(Actor):
         P = self.out.P
         slots = self._slots
         client = self.client
-        last = None
         for _ in range(LOCAL_ROUNDS):
             # a tile takes a slot of the buffer: the tile ``buf`` tiles before it must have left
             if slots is None:
@@ -81,9 +80,6 @@ class LoadActor(Actor):
                 a = base.copy()
                 dst, src = slots
                 a[dst] = np.maximum(a[dst], P[src])
-            if last is not None and same(a, last):
-                break
-            last = a
             T = chain(a)
             if every:
                 own = client.estimate(T + gd)
@@ -92,7 +88,9 @@ class LoadActor(Actor):
                 ready = T + 1
                 own = client.estimate(T[d] + gd)
                 ready[d] = own + self._extra
-            P = chain(np.maximum(ready, room))
+            before, P = P, chain(np.maximum(ready, room, out=ready))
+            if slots is None or same(P, before):
+                break           # the same pushes: the same slots, steps and grants
         changed = not same(T, self.T)
         self.T = T
         alone = client.memory.order is None
