@@ -41,7 +41,10 @@ def _in(node, i=0):
 
 @builds(Input)
 def _input(node, lc):
-    return BeatReader(lc.layout(node.outputs[0]), lc.geometry, lc.stream_base[node.name])
+    s = node.outputs[0]
+    # the room lower() reserves for the stream: the reader's speculative reads stay inside it
+    max_beats = 2 * lc.program.symbols.bound(lc.program.cardinality(s)) + 2
+    return BeatReader(lc.layout(s), lc.geometry, lc.stream_base[node.name], max_beats)
 
 
 @builds(Output)

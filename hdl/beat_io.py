@@ -6,11 +6,12 @@ A program's host-supplied input streams (``Program.input``) and its stream outpu
 little-endian words (word 0 holds the least significant bits of the beat layout).
 """
 
-from amaranth.hdl import Module, Signal, unsigned
+from amaranth.hdl import Cat, Module, Signal, Value, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .memory import MemoryPort
+from .fifo import StreamFIFO
+from .memory import MemoryPort, quiet_on_error
 from .unit import ErrorCode, StatusSignature, raise_error
 
 __all__ = ["words_per_beat", "BeatReader", "BeatWriter", "DiscardUnit"]
@@ -24,16 +25,50 @@ def words_per_beat(layout, geometry):
 class BeatReader(wiring.Component):
     """Stream packed beats out of memory, from ``base`` up to and including the beat with ``last``.
 
-    One burst of ``words_per_beat`` words per beat; the next burst is asked for as soon as the
-    previous beat has been handed on.
+    Pipelined: the reader asks for beat ``k + 1``'s burst while earlier bursts are still on
+    their way back, so in steady state it delivers one beat per cycle when a beat is one memory
+    line (one beat per ``ceil(words_per_beat / lanes)`` cycles otherwise: the memory moves one
+    line per cycle), whenever the memory grants its lines and ``out`` is ready. The lines of
+    a burst are collected in a shift register (the burst's last line completes the beat) and the
+    beat enters a :class:`~stepforge.hdl.fifo.StreamFIFO` of ``depth`` beats, whose head register
+    drives ``out``.
+
+    **Credits.** The memory's responses cannot be held back, so every requested beat must have
+    room when it arrives: a beat holds a credit from its request until it leaves on ``out`` (or
+    is dropped, below), and a request goes out only while fewer than ``depth`` beats hold one.
+    One credit goes round in ``mem_latency + ceil(words/lanes) + 3`` cycles (2 from the request
+    to the first grant, ``mem_latency`` to the line, one into the FIFO, one to leave it), so the
+    default ``depth`` is that many lines' worth of beats: enough for the full rate.
+
+    **The end of the stream.** A reader does not know how many beats the stream has; the beat
+    whose ``last`` is set ends it. Requests made before that beat arrived are **speculative**:
+    their beats are read and dropped (not delivered). They stay inside the stream's own region:
+    at most ``depth - 1`` beats past the last one and never at or past beat ``max_beats`` (the
+    room the lowering reserves for the stream, ``2 * cardinality + 2`` beats, so they can fault
+    nothing and change nothing: reads have no side effect). ``bytes`` counts every burst the
+    reader read, the dropped ones too, because it is what the memory counted for the reader: the
+    system top subtracts it from the memory's ``bytes_read`` to give the tensors' traffic, which
+    must match the symbolic metrics exactly. ``beats`` counts the delivered beats; the delivered
+    bytes are ``beats * words_per_beat * word_bytes``.
+
+    Every output is a register or a function of registers only (``req.valid`` compares the
+    credit and request counters with constants); the address path is a counter stepping by
+    ``words_per_beat`` (an adder, no multiplier), the beat assembly a shift register of lines.
 
     Parameters
     ----------
     layout : amaranth.lib.data.StructLayout
-        Beat layout of the stream.
+        Beat layout of the stream (with a ``last`` field).
     geometry : MemoryGeometry
     base : int
         Word address of beat 0.
+    max_beats : int, optional
+        Beats reserved for the stream: no request goes to beat ``max_beats`` or beyond, and a
+        stream whose beat ``max_beats - 1`` arrives without ``last`` raises ``OVER_BOUND``.
+        ``None``: no bound (speculative reads may then run up to ``depth - 1`` beats past the
+        stream's end).
+    depth : int, optional
+        Beats in flight and queued at most (the output FIFO's depth); default above.
 
     Members
     -------
@@ -42,63 +77,121 @@ class BeatReader(wiring.Component):
     mem : ``Out(MemoryPort(geometry, "read", (words_per_beat, 1, 0)))``
         The memory read port.
     status : ``Out(StatusSignature)``
+        ``busy`` until the last beat has left and every speculative burst has come back,
+        ``stall_in`` while no beat waits on ``out`` before the last one arrived (waiting for
+        memory), ``stall_out`` while a beat waits on ``out`` that is not ready.
     bytes : ``Out(32)``
-        Bytes read so far (the system top subtracts host-stream traffic from tensor traffic).
+        Bytes read from memory so far (delivered and dropped beats), counted as each burst's
+        last line arrives.
+    beats : ``Out(32)``
+        Beats delivered on ``out`` so far.
+
+    Raises
+    ------
+    ValueError
+        ``max_beats`` or ``depth`` is not an int ``>= 1``; ``layout`` has no ``last`` field.
     """
 
-    def __init__(self, layout, geometry, base):
+    @quiet_on_error
+    def __init__(self, layout, geometry, base, max_beats=None, *, depth=None):
         self.layout, self.geometry, self.base = layout, geometry, base
         self.wpb = words_per_beat(layout, geometry)
+        self.nlines = -(-self.wpb // geometry.lanes)
+        self.max_beats, self.depth = max_beats, depth
+        for name, value in (("max_beats", max_beats), ("depth", depth)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                      or value < 1):
+                raise ValueError(f"BeatReader {name} must be None or an int >= 1, not {value!r}")
+        try:
+            layout["last"]
+        except (KeyError, TypeError):
+            raise ValueError(f"BeatReader layout must have a 'last' field, not {layout!r}") from None
+        if depth is None:
+            self.depth = self.default_depth(geometry, self.nlines)
         super().__init__({
             "out": Out(stream.Signature(layout)),
             "mem": Out(MemoryPort(geometry, "read", (self.wpb, 1, 0))),
             "status": Out(StatusSignature),
             "bytes": Out(32),
+            "beats": Out(32),
         })
 
+    @staticmethod
+    def default_depth(geometry, nlines):
+        """Beats a credit's round trip (``mem_latency + nlines + 3`` cycles) holds at the full
+        rate of one beat per ``nlines`` cycles."""
+        return -(-(geometry.latency + nlines + 3) // nlines)
+
     def __repr__(self):
-        return f"BeatReader({self.layout!r}, {self.geometry!r}, {self.base})"
+        return (f"BeatReader({self.layout!r}, {self.geometry!r}, {self.base}, "
+                f"max_beats={self.max_beats}, depth={self.depth})")
 
     def elaborate(self, platform):
         m = Module()
-        g, wpb = self.geometry, self.wpb
-        word_bits = g.word_bits
-        addr = Signal(unsigned(g.addr_bits), init=self.base, name="beat_addr")
-        buf = Signal(wpb * word_bits, name="beat_bits")
-        filled = Signal(range(wpb + g.lanes + 1), name="words_filled")
-        nbytes = Signal(32, name="bytes_read")
-        m.d.comb += [self.bytes.eq(nbytes), self.out.payload.eq(buf[:self.layout.size])]
+        g, wpb, nlines, depth = self.geometry, self.wpb, self.nlines, self.depth
+        line_bits = g.lanes * g.word_bits
+        resp = self.mem.resp
+        m.submodules.queue = queue = StreamFIFO(self.layout, depth, counters=False)
 
-        with m.FSM(name="reader"):
-            with m.State("REQ"):
-                m.d.comb += [self.mem.req.valid.eq(1), self.mem.req.payload.addr.eq(addr),
-                             self.status.busy.eq(1)]
-                with m.If(self.mem.req.ready):
-                    m.d.sync += filled.eq(0)
-                    m.next = "COLLECT"
-            with m.State("COLLECT"):
-                m.d.comb += [self.status.busy.eq(1), self.status.stall_in.eq(1)]
-                with m.If(self.mem.resp.valid):
-                    # place the line's words after those already collected
-                    for j in range(g.lanes):
-                        for k in range(wpb):
-                            with m.If((j < self.mem.resp.count) & (filled + j == k)):
-                                m.d.sync += buf.word_select(k, word_bits).eq(self.mem.resp.data[j])
-                    m.d.sync += [filled.eq(filled + self.mem.resp.count),
-                                 nbytes.eq(nbytes + self.mem.resp.count * g.word_bytes)]
-                    with m.If(self.mem.resp.last):
-                        m.next = "SEND"
-            with m.State("SEND"):
-                m.d.comb += [self.out.valid.eq(1), self.status.busy.eq(1),
-                             self.status.stall_out.eq(~self.out.ready)]
-                with m.If(self.out.ready):
-                    m.d.sync += addr.eq(addr + wpb)
-                    with m.If(self.out.payload.last):
-                        m.next = "DONE"
-                    with m.Else():
-                        m.next = "REQ"
-            with m.State("DONE"):
-                pass
+        addr = Signal(unsigned(g.addr_bits), init=self.base, name="beat_addr")
+        credits = Signal(range(depth + 1), name="beats_held")   # requested, not yet gone
+        ended = Signal(name="saw_last")
+        nbytes = Signal(32, name="bytes_read")
+        nbeats = Signal(32, name="beats_sent")
+        # the lines of a burst before its last, shifted in from the top: after the burst's
+        # nlines - 1 first lines, line 0 sits at the bottom
+        tail = Value.cast(resp.data)[:(wpb - (nlines - 1) * g.lanes) * g.word_bits]
+        if nlines > 1:
+            lines = Signal((nlines - 1) * line_bits, name="beat_lines")
+            beat = Cat(lines, tail)
+            with m.If(resp.valid):
+                m.d.sync += lines.eq(Cat(lines[line_bits:], Value.cast(resp.data)))
+        else:
+            beat = tail
+        arrive = Signal(name="beat_arrives")      # a burst's last line: its beat is complete
+        push, drop, pop, issue = (Signal(name=n) for n in ("push", "drop", "pop", "issue"))
+        last_bit = self.layout["last"].offset
+
+        room = credits != depth
+        if self.max_beats is not None:
+            requested = Signal(range(self.max_beats + 1), name="beats_requested")
+            more = requested != self.max_beats
+            with m.If(issue):
+                m.d.sync += requested.eq(requested + 1)
+            over = Signal(name="over_bound")
+            m.d.comb += over.eq(~more & ~ended & (credits == 0))
+            raise_error(m, self.status, ErrorCode.OVER_BOUND, over)
+        else:
+            more = 1
+
+        m.d.comb += [
+            self.mem.req.valid.eq(~ended & room & more & ~self.status.error),
+            self.mem.req.payload.addr.eq(addr),
+            issue.eq(self.mem.req.valid & self.mem.req.ready),
+            arrive.eq(resp.valid & resp.last),
+            push.eq(arrive & ~ended),
+            drop.eq(arrive & ended),
+            queue.i.valid.eq(push),
+            queue.i.payload.eq(beat[:self.layout.size]),
+            self.out.valid.eq(queue.o.valid),
+            self.out.payload.eq(queue.o.payload),
+            queue.o.ready.eq(self.out.ready),
+            pop.eq(queue.o.valid & self.out.ready),
+            self.bytes.eq(nbytes),
+            self.beats.eq(nbeats),
+            self.status.busy.eq(~ended | (credits != 0)),
+            self.status.stall_in.eq(~ended & ~queue.o.valid),
+            self.status.stall_out.eq(queue.o.valid & ~self.out.ready),
+        ]
+        m.d.sync += credits.eq(credits + issue - pop - drop)
+        with m.If(issue):
+            m.d.sync += addr.eq(addr + wpb)
+        with m.If(arrive):
+            m.d.sync += nbytes.eq(nbytes + wpb * g.word_bytes)
+        with m.If(push & beat[last_bit]):
+            m.d.sync += ended.eq(1)
+        with m.If(pop):
+            m.d.sync += nbeats.eq(nbeats + 1)
         return m
 
 

@@ -6,7 +6,7 @@ import pytest
 import sympy
 from amaranth.hdl import Shape, signed, unsigned
 from amaranth.lib import data, stream
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stepforge.compiler.types import (DTYPES, Bool, Buffer, Index, Select, Tile, Tuple, bf16,
@@ -330,3 +330,150 @@ def test_round_trip_stream(tensors):
     decoded = to_nested(from_beats([unpack_beat(layout, b) for b in bits]), 2)
     as_ints = [[[int(t[0, 0]) for t in row] for row in x] for x in decoded]
     assert as_ints == to_nested(from_nested(tensors, 2), 2)
+
+
+# The pipelined BeatReader against the packed beats ----------------------------------------------
+
+from stepforge.hdl.beat_io import BeatReader, words_per_beat              # noqa: E402
+from stepforge.hdl.config import HardwareConfig                          # noqa: E402
+from stepforge.hdl.memory import PIPELINE_LATENCY, MemoryGeometry, MemoryModel  # noqa: E402
+from stepforge.hdl.unit import ErrorCode                                 # noqa: E402
+from stepforge.sim.rtl.testbench import simulate                         # noqa: E402
+from stepforge.sim.rtl.testbench_memory import MemoryBench               # noqa: E402
+
+from .test_tokens import ragged                                          # noqa: E402
+
+READER_MEMORY = 4096
+
+
+def read_stream(elem, rank, beats, *, channels=4, bpc=16, latency=PIPELINE_LATENCY, base=3,
+                max_beats=None, depth=None, ready_p=1.0, stall_p=0.0, seed=0, garbage=0xA5):
+    """Pack ``beats`` into a memory from word ``base`` (every other byte ``garbage``: what a
+    reader finds past the stream), read them back with a BeatReader and return ``(reader, run,
+    counters)``: ``counters`` are the reader's ``bytes`` and ``beats`` and the memory's
+    ``bytes_read`` once the reader is idle (every speculative burst back)."""
+    layout = beat_layout(elem, rank)
+    cfg = HardwareConfig.sim().replace(mem_channels=channels, mem_bytes_per_channel=bpc,
+                                       mem_latency=latency)
+    geometry = MemoryGeometry.from_config(cfg, READER_MEMORY)
+    reader = BeatReader(layout, geometry, base, max_beats, depth=depth)
+    W, wpb = geometry.word_bytes, words_per_beat(layout, geometry)
+    image = bytearray([garbage]) * READER_MEMORY
+    for k, b in enumerate(beats):
+        image[(base + k * wpb) * W:(base + (k + 1) * wpb) * W] = \
+            pack_beat(layout, b).to_bytes(wpb * W, "little")
+    memory = MemoryModel.for_clients(cfg, READER_MEMORY, [reader], bytes(image))
+    bench = MemoryBench(reader, memory, stall_p=stall_p, seed=seed + 1)
+
+    async def counters(ctx):
+        for _ in range(200):
+            if not ctx.get(reader.status.busy):
+                break
+            await ctx.tick()
+        for _ in range(geometry.latency):     # the memory counts a line before it answers
+            await ctx.tick()
+        return {"bytes": ctx.get(reader.bytes), "beats": ctx.get(reader.beats),
+                "memory": ctx.get(memory.bytes_read), "busy": ctx.get(reader.status.busy)}
+
+    run = simulate(bench, {}, {"out": layout}, ready_p=ready_p, seed=seed, inspect=counters)
+    return reader, run, run.inspected
+
+
+@st.composite
+def reader_streams(draw):
+    """A stream of Index, Select or tile beats (1-3 memory lines a beat on 1-4 channels)."""
+    kind = draw(st.sampled_from(["index", "select", "tile"]))
+    rank = draw(st.integers(1, 3))
+    leaf = {"index": st.integers(0, 2**32 - 1), "select": st.integers(0, 7),
+            "tile": st.integers(-2**15, 2**15 - 1)}[kind]
+    nested = draw(ragged(rank, leaf, 5))
+    elem = {"index": Index(), "select": Select(3), "tile": Tile(int16, 2, 4)}[kind]
+    if kind == "tile":
+        def tiles(x, r):
+            return np.full((2, 4), x, dtype=np.int16) if r == 0 else [tiles(y, r - 1) for y in x]
+        nested = tiles(nested, rank + 1)
+    return elem, rank, to_beats(from_nested(nested, rank))
+
+
+@settings(deadline=None, max_examples=50)
+@given(stream=reader_streams(), channels=st.sampled_from([1, 2, 4]),
+       bpc=st.sampled_from([4, 8, 16]), latency=st.integers(PIPELINE_LATENCY, PIPELINE_LATENCY + 3),
+       base=st.integers(0, 9), bound=st.sampled_from([None, 0, 1, 7]),
+       depth=st.sampled_from([None, 1, 2, 3]), ready_p=st.floats(0.2, 1.0),
+       stall_p=st.floats(0.0, 0.6), seed=st.integers(0, 2**16))
+def test_reader_delivers_every_beat_once(stream, channels, bpc, latency, base, bound, depth,
+                                         ready_p, stall_p, seed):
+    """Random beats, random ``out.ready`` and memory stalls: the exact beats in order, nothing
+    dropped or duplicated; ``bytes`` agrees with the memory's count (speculative bursts
+    included), at most ``depth - 1`` of them and none at or past ``max_beats``."""
+    elem, rank, beats = stream
+    max_beats = None if bound is None else len(beats) + bound
+    reader, run, got = read_stream(elem, rank, beats, channels=channels, bpc=bpc,
+                                   latency=latency, base=base, max_beats=max_beats,
+                                   depth=depth, ready_p=ready_p, stall_p=stall_p, seed=seed)
+    layout = beat_layout(elem, rank)
+    assert run.payloads["out"] == [pack_beat(layout, b) for b in beats]
+    assert run.error == 0 and got["busy"] == 0
+    per_beat = reader.wpb * reader.geometry.word_bytes
+    assert got["beats"] == len(beats)
+    assert got["bytes"] == got["memory"]
+    extra = got["bytes"] // per_beat - len(beats)
+    assert got["bytes"] % per_beat == 0 and 0 <= extra <= reader.depth - 1
+    if max_beats is not None:
+        assert extra <= max_beats - len(beats)
+
+
+@pytest.mark.parametrize("elem, rank, n, lines", [(Index(), 1, 64, 1), (Select(3), 2, 48, 1),
+                                                  (Tile(int16, 4, 4), 1, 24, 1),
+                                                  (Tile(int32, 4, 4), 1, 24, 2),
+                                                  (Tile(int32, 4, 8), 1, 16, 3)])
+def test_reader_throughput(elem, rank, n, lines):
+    """With the memory free and ``out`` always ready the reader delivers one beat every
+    ``lines`` cycles (the memory moves one line per cycle): beat ``k`` in cycle ``mem_latency + 2
+    + lines + k * lines`` (its burst is granted 2 cycles after the request, its last line comes
+    ``mem_latency + lines - 1`` later and one more cycle puts it through the FIFO). The
+    unpipelined reader took ``lines + mem_latency + 3`` cycles per beat."""
+    if isinstance(elem, Tile):
+        value = np.arange(elem.rows * elem.cols).reshape(elem.rows, elem.cols).astype(elem.dtype.np)
+        flat = [value] * n
+    else:
+        flat = [x % 8 for x in range(n)]
+    tokens = from_nested([flat] if rank == 1 else [[flat]], rank)
+    beats = to_beats(tokens)
+    reader, run, got = read_stream(elem, rank, beats)
+    assert reader.nlines == lines
+    assert run.payloads["out"] == [pack_beat(beat_layout(elem, rank), b) for b in beats]
+    assert run.cycles == (len(beats) - 1) * lines + 1          # first to last beat
+    first = PIPELINE_LATENCY + 2 + lines                        # cycles before the first beat
+    assert run.status_counts["stall_in"] == first + (len(beats) - 1) * (lines - 1)
+    assert run.status_counts["stall_out"] == 0
+
+
+def test_reader_stops_at_max_beats():
+    """A stream that fills its room exactly: no request goes past beat ``max_beats - 1``, so the
+    memory reads exactly the stream's bytes."""
+    beats = to_beats(from_nested([list(range(20))], 1))
+    reader, run, got = read_stream(Index(), 1, beats, max_beats=len(beats))
+    assert [unpack_beat(beat_layout(Index(), 1), p).data for p in run.payloads["out"]] == \
+        list(range(20))
+    assert got["bytes"] == got["memory"] == len(beats) * reader.wpb * reader.geometry.word_bytes
+
+
+def test_reader_without_last_within_max_beats_is_over_bound():
+    """A stream whose beat ``max_beats - 1`` has no ``last`` raises OVER_BOUND once every beat
+    has come back (and reads nothing past its room)."""
+    beats = to_beats(from_nested([list(range(12))], 1))
+    reader, run, got = read_stream(Index(), 1, beats, max_beats=8)
+    assert run.error == 1 and run.code == ErrorCode.OVER_BOUND
+    assert len(run.payloads["out"]) == 8
+    assert got["bytes"] == got["memory"] == 8 * reader.wpb * reader.geometry.word_bytes
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"max_beats": 0}, r"BeatReader max_beats must be None or an int >= 1, not 0"),
+    ({"depth": True}, r"BeatReader depth must be None or an int >= 1, not True"),
+])
+def test_reader_parameter_errors(kwargs, message):
+    g = MemoryGeometry.from_config(HardwareConfig.sim(), READER_MEMORY)
+    with pytest.raises(ValueError, match=message):
+        BeatReader(beat_layout(Index(), 1), g, 0, **kwargs)
