@@ -288,6 +288,16 @@ class StepSeq(Actor):
             _raise(a, tst, P[:-slack] - toff)
         return a
 
+    @staticmethod
+    def _held_quiet(T, bounded, pushes):
+        """Whether the held outputs' pushes ``pushes`` bind no step of ``T``: then the steps and
+        pushes are the unit's own loop's fixed point (the bounds only rise as it iterates, and
+        these are already met)."""
+        for (e, st, off, slack, (tst, toff)), P in zip(bounded, pushes):
+            if not _le(P[:-slack] - toff, T if tst is None else T[tst]):
+                return False
+        return True
+
     def _pushes(self, T):
         """Push times of every output with slack, given the step starts ``T``."""
         out = []
@@ -322,8 +332,8 @@ class StepSeq(Actor):
                 T = chain(self._held(base, bounded, pushes), c=c)
                 new = self._pushes(T)
                 now = [P for P, h in zip(new, held) if h[4] is not None]
-                if all(same(x, y) for x, y in zip(now, pushes)):
-                    self._settled = True        # the same pushes: the same bounds and steps
+                if self._held_quiet(T, bounded, now):
+                    self._settled = True        # the new pushes bind no step: T is the fixed point
                     break
                 pushes = now
         changed = not same(T, self.T)
