@@ -104,11 +104,13 @@ def merge_status(m, status, parts):
     ``busy``, ``stall_in``, ``stall_out`` and ``error`` are high when any part's is; ``code`` is
     the code of the last part in ``parts`` whose ``error`` is high.
 
-    The parts must stop raising errors once ``status.error`` is high (each part takes it as an
-    input and gates its fault conditions with it, as one unit gates them with its own sticky
-    flag). Then the parts' faults of one cycle at most are ever flagged, ``error`` rises the
-    cycle after the first fault as with :func:`raise_error`, and the order of ``parts`` decides
-    between faults of that same cycle (the last wins, as the last :func:`raise_error` does).
+    The parts should stop raising errors once ``status.error`` is high (each part takes it, or
+    a register of it, as an input and gates its fault conditions with it, as one unit gates them
+    with its own sticky flag). ``error`` rises the cycle after the first fault as with
+    :func:`raise_error`. When the parts take a register of ``status.error`` (the PMU does, to
+    keep the OR of the flags off its parts' decisions), a second part may fault in the cycle
+    after the first; between faults flagged together the order of ``parts`` decides (the last
+    wins, as the last :func:`raise_error` does).
     """
     m.d.comb += [
         status.busy.eq(Cat(p.busy for p in parts).any()),

@@ -106,8 +106,11 @@ class PMU(wiring.Component):
         k = len(self.readers)
         dynamic = self.mode == "dynamic"
         nentries = self.blocks * self.block_size  # memories get at least two words
-        halt = Signal(name="halt")  # any part has raised an error: every part stops
-        m.d.comb += halt.eq(self.status.error)
+        # any part has raised an error: every part stops. A register (a cycle after the error
+        # flags), not their OR: it gates the decision of every part, and the OR in front of it
+        # was a LUT level of the worst iCE40 paths of the write side and the replay
+        halt = Signal(name="halt")
+        m.d.sync += halt.eq(self.status.error)
 
         # -- memories --------------------------------------------------------------------------
         m.submodules.data_mem = data_mem = Memory(shape=p.entry_layout(), depth=max(nentries, 2),

@@ -9,6 +9,7 @@ from amaranth.lib.wiring import In, Out
 
 from ...contract.beat import beat_layout, beat_signature, stop_width
 from ..fifo import StreamFIFO
+from ..flags import below_after
 from ..unit import ErrorCode, StatusSignature, raise_error
 from .interfaces import AsyncReadSignature, ReleaseSignature
 
@@ -24,8 +25,8 @@ class ReplayEngine(wiring.Component):
     chain, or in the read side's affine order) and closes the replay with the command's stop; a
     stop-only command sends one beat without data. The memories' synchronous read is one pipeline stage,
     the formed beat's register a second (no logic follows the block RAM's output in its
-    cycle), in front of a three-entry output FIFO, entered only with room for the beat
-    (``credit``). A command that releases its buffer raises a release request after its last
+    cycle), in front of a four-entry output FIFO, entered only with room for the beat
+    (``credit``, a counter's flag: a beat taken from ``out`` frees its place a cycle later). A command that releases its buffer raises a release request after its last
     read, held until the arbiter takes it; a new command for a buffer this read side no longer
     holds raises ``BAD_BUFFER``. With several read sides, once the controller has finished the
     engine sweeps its pending bits and releases every buffer it never received.
@@ -121,9 +122,10 @@ class ReplayEngine(wiring.Component):
         m.d.comb += [self.rel.valid.eq(rel_pend), self.rel.id.eq(rel_id)]
 
         # stage 1 reads the data memory, stage 2 holds the formed beat (the block RAM's output
-        # ends in a register), the FIFO takes it: three places, so one beat per cycle
-        # (its head and ``valid`` are registers: the credit below is one gate from them)
-        m.submodules.out_fifo = ofifo = StreamFIFO(out_layout, 3, counters=False)
+        # ends in a register), the FIFO takes it. The credit is a function of a counter only:
+        # a pop frees its place in the next cycle, so four places (issue to pop is three
+        # cycles) keep one beat per cycle, and ``out.ready`` stays out of the issue logic
+        m.submodules.out_fifo = ofifo = StreamFIFO(out_layout, 4, counters=False)
         wiring.connect(m, ofifo.o, wiring.flipped(out))
         pop = Signal(name="pop")
         m.d.comb += pop.eq(out.valid & out.ready)
@@ -137,20 +139,24 @@ class ReplayEngine(wiring.Component):
         s2_v = Signal(name="s2_valid")
 
         final = Signal(name="final")        # e_cnt == 1, kept as a register beside the count
-        credit = Signal(name="credit")
+        credit = Signal(name="credit", init=1)
         rel_ok = Signal(name="release_ok")     # the release of the last read has a place
         issue = Signal(name="issue")
         # places taken in stage 1, stage 2 and the FIFO, counted (an issue takes one, a pop
-        # frees one) rather than summed from the three: the sum was the worst iCE40 path
-        used = Signal(range(4), name="places_used")
-        m.d.sync += used.eq(used + issue - pop)
+        # frees one) rather than summed from the three. Not ``| pop``: the consumer's ``ready``
+        # through the pop into the issue, the command queue and the read address was the worst
+        # iCE40 path (28 ns over 9 cells)
+        # ``credit`` (a place is free) is itself a register, set from the count's next value
+        used = Signal(range(5), name="places_used")
+        m.d.sync += [used.eq(used + issue - pop), credit.eq(below_after(used, 4, issue, pop))]
+        bad_loaded = Signal(name="bad_loaded")  # a command loaded has failed its check (sticky)
         m.d.comb += [
-            credit.eq((used != 3) | pop),
             # not ``| rel.taken``: the arbiter's decision stays out of the issue logic (a release
             # right behind another waits one more cycle)
             rel_ok.eq(~(final & e_rel) | ~rel_pend),
-            # ``~halt``: a command found bad has been loaded (below); it issues nothing
-            issue.eq(act & credit & rel_ok & ~halt),
+            # ``~halt``, ``~bad_loaded``: a command found bad has been loaded (below); it issues
+            # nothing
+            issue.eq(act & credit & rel_ok & ~halt & ~bad_loaded),
         ]
 
         # -- acceptance and its checks ---------------------------------------------------------
@@ -170,7 +176,11 @@ class ReplayEngine(wiring.Component):
         if cfg.order is not None:
             bad_terms.append(c.replay & ~self.desc_rd.data.full)
         m.d.comb += bad.eq(Cat(*bad_terms).any())
-        raise_error(m, self.status, ErrorCode.BAD_BUFFER, cmd_fire & bad)
+        # the check's outcome is registered and raises the error a cycle later (the buffer lookup
+        # behind the command queue's pop was the worst iCE40 replay path, 8 LUTs deep); the
+        # command it failed issues nothing meanwhile
+        m.d.sync += bad_loaded.eq(bad_loaded | (cmd_fire & bad))
+        raise_error(m, self.status, ErrorCode.BAD_BUFFER, bad_loaded)
 
         rd_addr = Signal(range(max(pmu.blocks * bsize, 2)), name="read_addr")
         # the memories read every cycle: stage 1 uses the data only after an issue, and the
@@ -221,8 +231,8 @@ class ReplayEngine(wiring.Component):
                     m.d.sync += [rel_pend.eq(1), rel_id.eq(sw_ptr), sw_ptr.eq(sw_ptr + 1)]
 
         # a command is loaded without waiting for its check (the check's buffer lookup is not on
-        # the path into the engine's registers): a bad one raises BAD_BUFFER and the error's
-        # halt keeps it from issuing anything
+        # the path into the engine's registers): a bad one raises BAD_BUFFER two cycles later,
+        # and ``bad_loaded``, then the error's halt, keep it from issuing anything
         with m.If(cmd_fire):
             if cfg.order is not None:
                 n_entries = math.prod(cfg.order[0])

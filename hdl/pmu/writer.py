@@ -20,7 +20,9 @@ class Writer(wiring.Component):
     current block (a block is popped from the free list in the cycle of the beat that needs
     it); a stop-only beat right after an element without a stop rewrites that element's stop
     instead. A stop ``s >= b`` closes the buffer: its descriptor is written, its pending bits
-    set and its id leaves on ``refs`` (a two-entry FIFO) with stop ``s - b``. Each fibre is
+    set and its id leaves on ``refs`` (a three-entry FIFO; every beat waits while it is full,
+    so the FIFO's flag is the only term of ``refs`` in the decision to take a beat) with stop
+    ``s - b``. Each fibre is
     counted against its bound as the interpreter's ``check_buffer`` does. Beats enter through a
     two-entry queue (``ready`` and its head are registers; the head holds the beat's decoded
     kind), so a beat is stored one cycle after ``in0`` takes it at the earliest.
@@ -102,7 +104,7 @@ class Writer(wiring.Component):
         i0 = inq.o
         p = i0.payload.beat
         refs_layout = beat_layout(pmu.buffer_type, pmu.rank - b)
-        m.submodules.refs_fifo = refs_fifo = fifo.SyncFIFO(width=refs_layout.size, depth=2)
+        m.submodules.refs_fifo = refs_fifo = fifo.SyncFIFO(width=refs_layout.size, depth=3)
         m.d.comb += [self.refs.payload.eq(refs_fifo.r_data), self.refs.valid.eq(refs_fifo.r_rdy),
                      refs_fifo.r_en.eq(self.refs.ready)]
 
@@ -148,12 +150,17 @@ class Writer(wiring.Component):
             unclosed.eq(p.last & ~closes & ~(bare_done & ~open_)),
         ]
         ready_ok = Signal(name="w_can_go")
-        m.d.comb += ready_ok.eq(~self.halt & (~need_alloc | self.alloc.nonempty)
-                                & (~refs_push | refs_fifo.w_rdy))
+        # any beat waits while ``refs`` is full, not only one that pushes a reference: whether a
+        # beat closes a buffer (its kind and ``w_open``) stays out of the decision, which was the
+        # worst iCE40 write-side path (26 ns over 7 cells). The FIFO has a third entry for it.
+        # (``halt`` is registered: the write side also stops at its own error a cycle earlier)
+        m.d.comb += ready_ok.eq(~self.halt & ~self.status.error
+                                & (~need_alloc | self.alloc.nonempty) & refs_fifo.w_rdy)
         # A beat is taken without waiting for its checks (they are not on the path into the
         # writer's registers): a beat over a bound or ending the stream in an open buffer is
-        # taken, raises the error and halts the PMU from the next cycle; only what others see
-        # of it (its reference, the buffer's descriptor and pending bit) waits for the checks.
+        # taken, raises the error and stops the write side from the next cycle (the rest of the
+        # PMU a cycle later); only what others see of it (its reference, the buffer's descriptor
+        # and pending bit) waits for the checks.
         fire = Signal(name="w_fire")
         fault = Signal(name="w_fault")
         good = Signal(name="w_fire_checked")
