@@ -269,11 +269,11 @@ def _throughput(name, unit, cfg):
     if kind == "fifo":
         fast = unit.depth >= (3 if unit.buffered else 2)
         return "1 beat/cycle" if fast else "1 beat/2 cycles"
-    if kind in ("beat_reader", "beat_writer"):
+    if kind == "beat_reader":       # pipelined: one beat per line of its burst
+        return f"{unit.nlines} cycle{'s' if unit.nlines > 1 else ''}/beat"
+    if kind == "beat_writer":
         g = unit.geometry
-        lines = -(-unit.wpb // g.lanes)
-        extra = (2 + g.latency) if kind == "beat_reader" else 2
-        return f"{lines + extra} cycles/beat"
+        return f"{-(-unit.wpb // g.lanes) + 2} cycles/beat"
     if kind == "csr":
         return "1 read/cycle"
     return "?"

@@ -13,12 +13,15 @@ import numpy as np
 from .beats import mapping_in, mapping_out
 from .engine import LOCAL_ROUNDS, NEG, Actor, chain, filled, same
 
-__all__ = ["LoadActor", "StoreActor"]
+__all__ = ["LoadActor", "ReaderActor", "StoreActor"]
 
 
 class LoadActor(Actor):
     """A load unit: a command per output beat, a tile buffer slot per tile, its lines through the
     memory, the beat out when its last line has arrived."""
+
+    #: cycles after a beat leaves until its slot takes the next tile's command
+    slot_free = 0
 
     def __init__(self, u, ins, out, mem, tm):
         self.name = u.name
@@ -79,7 +82,7 @@ class LoadActor(Actor):
             else:
                 a = base.copy()
                 dst, src = slots
-                a[dst] = np.maximum(a[dst], P[src])
+                a[dst] = np.maximum(a[dst], P[src] + self.slot_free if self.slot_free else P[src])
             T = chain(a)
             if every:
                 own = client.estimate(T + gd)
@@ -117,6 +120,38 @@ class LoadActor(Actor):
 
     def busy(self):
         return self.busy_cycles
+
+
+class ReaderActor(LoadActor):
+    """A host input stream's :class:`~stepforge.hdl.beat_io.BeatReader`: a burst of ``nlines``
+    memory lines for every beat (stop-only beats too), at most ``depth`` beats requested and not
+    yet gone (beat ``k``'s request waits for beat ``k - depth`` to leave, and one cycle more: its
+    credit returns at the clock edge), each beat ready ``mem_latency + reader_ready`` cycles
+    after its last line's grant (it enters the reader's FIFO as the line arrives and leaves it
+    the next cycle). The speculative bursts past the stream's last beat (at most ``depth - 1``,
+    read and dropped) are not modelled: they compete for the memory only after the last beat
+    has arrived."""
+
+    slot_free = 1
+
+    def __init__(self, u, out, mem, tm):
+        comp = u.component
+        self.name, self.out, self.tm = u.name, out, tm
+        out.src = self
+        self.ref = self.ref_idx = None
+        n = out.n
+        self.has = np.ones(n, dtype=bool)
+        self.data = np.arange(n)
+        self.buf = comp.depth
+        self.latency = comp.geometry.latency
+        self.client = mem.client(self.name, "read", n, comp.nlines)
+        self.T = np.zeros(n, dtype=np.int64)
+        self.busy_cycles = n * comp.nlines
+        self.watch = [out, self.client]
+
+    def _plan(self):
+        super()._plan()
+        self._extra = self.latency + self.tm.reader_ready
 
 
 class StoreActor(Actor):

@@ -6,7 +6,8 @@ returns the actors that model it. The timings are the units' documented ones (``
 the unit docstrings): the PCU's ``cycles(rows)`` per beat and its ``latency``; the load units'
 tile buffer (``buffer_tiles``) and memory lines per tile (``placement.tile_lines``); the PMU's
 slots and replay start-up; one beat per cycle for shape units and routers, a held beat for the
-units that look one beat ahead, the host stream units' cycles per beat.
+units that look one beat ahead; the host stream reader's bursts through the memory (pipelined,
+``depth`` beats in flight) and the writer's cycles per beat.
 """
 
 import numpy as np
@@ -20,7 +21,7 @@ from ..compiler.ops.offchip import (LinearOffChipLoad, LinearOffChipStore, Rando
 from ..compiler.ops.routing import Broadcast, EagerMerge, Parallelize, Partition, Reassemble
 from .beats import fit, mapping_in, mapping_out
 from .engine import StepSeq
-from .offchip import LoadActor, StoreActor
+from .offchip import LoadActor, ReaderActor, StoreActor
 
 __all__ = ["build_unit", "value_ports", "Timing"]
 
@@ -37,7 +38,8 @@ class Timing:
                             # replay engine's command queue is one of them)
     pmu_slack = 2           # the read side's two-entry output FIFO
     router_start = 1        # a router loads its first selector element
-    reader_extra = 3        # a host stream beat: ceil(words/lanes) + mem_latency + 3 cycles
+    reader_ready = 1        # a host stream beat leaves its reader's FIFO the cycle after its
+                            # last line arrives: mem_latency + 1 after that line's grant
     end = 2                 # the done flag and the cycle counter after the last sink finished
 
 
@@ -283,11 +285,7 @@ def build_unit(u, ins, outs, tm, mem, pmus):
     if isinstance(node, Parallelize):
         return _parallelize(u, ins, outs, tm)
     if isinstance(node, Input):
-        g = comp.geometry
-        per = -(-comp.wpb // g.lanes) + g.latency + tm.reader_extra
-        out = outs["out"]
-        return [StepSeq(u.name, np.full(out.n, per, dtype=np.int64), [],
-                        [(out, np.arange(out.n), per, 1)])]
+        return [ReaderActor(u, outs["out"], mem, tm)]
     if isinstance(node, Output):
         g = comp.geometry
         per = -(-comp.wpb // g.lanes) + 2
