@@ -6,6 +6,7 @@
     python benchmarks/paper.py --tm             # configuration time-multiplexing sweep, table, plot
     python benchmarks/paper.py --tm --only qwen3   # the same on the Qwen3-like layer
     python benchmarks/paper.py --attention      # decode attention: 3 dispatch modes x 3 classes
+    python benchmarks/paper.py --attention --variant region   # on the region-bound machine only
 
 Each configuration of ``examples/moe.py`` (static tiles of ``rows``, dynamic tiling, bounded
 dynamic tiles of at most ``rows``) runs on a synthetic routing trace (``traces/paper_*.json``,
@@ -378,27 +379,39 @@ def tm_main(args):
 
 
 ATTN = ROOT / "examples" / "decode_attention.py"
-#: decode attention: P regions, head dim d; the batch and the maximum KV length are the trace's
-ATTN_SHAPE = {"P": 4, "d": 4}
 ATTN_CLASSES = ("low", "medium", "high")
 ATTN_MODES = ("dynamic", "interleaved", "coarse")
+#: the machines of the decode-attention sweep: program parameters (P regions, head dim d; the
+#: batch and the maximum KV length are the trace's) and the HardwareConfig changes from the
+#: simulation preset. ``default``: the preset, where the shared memory (one 64-byte line per
+#: cycle; a key costs 3 lines: its address, its key and its value) is the bound once the host
+#: stream reader is pipelined. ``region``: regions that take more than P x 3 cycles per key
+#: (d = 32 on 4-multiplier PCUs: a Map over a [1, 32] tile takes about 8 cycles), so the regions,
+#: not the memory, bound the run, as in the paper, where the dispatch balances the regions' work.
+ATTN_VARIANTS = {"default": ({"P": 4, "d": 4}, {}),
+                 "region": ({"P": 4, "d": 32}, {"pcu_multipliers": 4})}
 #: the paper's speedups of dynamic parallelization (notes 4.4)
 ATTN_PAPER = {"interleaved": "1.14-1.26x (low variance), 1.47-1.57x (high), B=64; geomean 1.36x",
               "coarse": "2.72x at B=16 (idle regions), 1.43x at B=64; geomean 1.85x",
               "both": "1.5x geomean over the Revet-expressible designs"}
 
 
-def attn_measure(variance, mode, *, stall=False, config=None, batch=32, lmax=32):
+def attn_config(variant):
+    """The HardwareConfig of an attention variant."""
+    return HardwareConfig.sim().replace(**ATTN_VARIANTS[variant][1])
+
+
+def attn_measure(variance, mode, *, variant="default", stall=False, batch=32, lmax=32):
     """One decode-attention configuration in Verilator on ``traces/attn_<variance>_b<batch>_
-    l<lmax>.json``: cycles, bit-exactness against the interpreter and NumPy, and each region's
-    requests and keys."""
+    l<lmax>.json`` on the machine ``variant`` (:data:`ATTN_VARIANTS`): cycles, bit-exactness
+    against the interpreter and NumPy, and where the cycles go."""
     trace = load_trace(TRACES / f"attn_{variance}_b{batch}_l{lmax}.json")
     pf = load(ATTN)
-    program = pf.build(**dict(trace["params"], **ATTN_SHAPE, mode=mode))
+    program = pf.build(**dict(trace["params"], **ATTN_VARIANTS[variant][0], mode=mode))
     data = pf.data(program, seed=0, trace=trace)
     tensors, inputs = data["tensors"], data["inputs"]
     t0 = time.perf_counter()
-    res = run_rtl(program, tensors, inputs, config=config or HardwareConfig.sim(), stall=stall)
+    res = run_rtl(program, tensors, inputs, config=attn_config(variant), stall=stall)
     wall = time.perf_counter() - t0
     if res.status != "done":
         raise SystemExit(deadlock_report(res) if res.status == "deadlock" else error_report(res))
@@ -409,15 +422,21 @@ def attn_measure(variance, mode, *, stall=False, config=None, batch=32, lmax=32)
     c, cyc = res.csrs, max(res.cycles, 1)
     loads = [u.name for u in res.hw.units if u.kind == "RandomLoadUnit"
              and f"unit.{u.name}.stall_in" in c]
-    return {"variance": variance, "mode": mode, "ok": ok, "cycles": res.cycles,
-            "stall": stall, "B": len(lengths), "keys": sum(lengths),
+    # the regions' first PCU (the score Map of region 0 .. P-1): cycles at work
+    pcus = [u.name for u in res.hw.units if u.kind == "PCU" and f"unit.{u.name}.busy" in c]
+    return {"variance": variance, "mode": mode, "variant": variant, "ok": ok,
+            "cycles": res.cycles, "stall": stall, "B": len(lengths), "keys": sum(lengths),
             "std": trace["statistics"]["std"], "seconds": round(wall, 1),
             "build_seconds": round(res.timings["compile"] + res.timings["build"], 1),
             # where the cycles go: the host stream of KV addresses (a BeatReader, one beat per
-            # key) and how long the regions' key loads wait for addresses
+            # key), how long the regions' key loads wait for addresses, the memory's lines
             "addr_busy": round(c["unit.addr.busy"] / cyc, 3),
+            "addr_stall_out": round(c["unit.addr.stall_out"] / cyc, 3),
             "load_stall_in": round(sum(c[f"unit.{n}.stall_in"] for n in loads)
-                                   / (len(loads) * cyc), 3)}
+                                   / (len(loads) * cyc), 3),
+            "memory_lines_per_cycle": round((c["bytes_read"] + c["bytes_written"])
+                                            / res.hw.geometry.line_bytes / cyc, 3),
+            "pcu_busy_max": round(max(c[f"unit.{n}.busy"] for n in pcus) / cyc, 3)}
 
 
 def attn_balance(lengths, P, mode):
@@ -438,10 +457,17 @@ def attn_balance(lengths, P, mode):
     return max(load_)
 
 
-def attn_summarize(results, out=print):
-    """The decode-attention table: cycles per mode and class, and the speedups of dynamic."""
+def _geomean(xs):
+    return math.exp(sum(map(math.log, xs)) / len(xs))
+
+
+def attn_summarize(results, variant="default", out=print):
+    """The decode-attention table of one machine variant: cycles per mode and class, where the
+    cycles go, and the speedups of dynamic parallelization."""
+    results = [r for r in results if r.get("variant", "default") == variant]
     rows, speed, diag, model = [], {"interleaved": [], "coarse": []}, [], []
-    P = ATTN_SHAPE["P"]
+    params, changes = ATTN_VARIANTS[variant]
+    P = params["P"]
     for v in ATTN_CLASSES:
         got = {r["mode"]: r for r in results if r["variance"] == v and not r.get("stall")}
         if not all(m in got for m in ATTN_MODES):
@@ -457,7 +483,9 @@ def attn_summarize(results, out=print):
         for m in ATTN_MODES:
             r = got[m]
             diag.append([v, m, r["cycles"], f"{r['cycles'] / r['keys']:.2f}",
-                         r.get("addr_busy", "-"), r.get("load_stall_in", "-")])
+                         r.get("addr_busy", "-"), r.get("addr_stall_out", "-"),
+                         r.get("load_stall_in", "-"), r.get("memory_lines_per_cycle", "-"),
+                         r.get("pcu_busy_max", "-")])
         trace = TRACES / f"attn_{v}_b{got['dynamic']['B']}_l32.json"
         if trace.exists():
             lengths = json.loads(trace.read_text())["kv_lengths"]
@@ -467,44 +495,51 @@ def attn_summarize(results, out=print):
                           f"{keys['coarse'] / keys['dynamic']:.2f}"])
     if not rows:
         return None
-    out(f"\ndecode attention, dynamic parallelization ({P} regions, d="
-        f"{ATTN_SHAPE['d']}, B={results[0]['B']}, traces/attn_*.json), cycles in Verilator")
+    machine = ", ".join(f"{k}={v}" for k, v in changes.items()) or "the simulation preset"
+    out(f"\ndecode attention, dynamic parallelization, machine '{variant}' ({P} regions, d="
+        f"{params['d']}, {machine}, B={results[0]['B']}, traces/attn_*.json), cycles in "
+        f"Verilator")
     out(table(rows, ["KV variance", "std", "keys", "check", "dynamic", "interleaved", "coarse",
                      "vs interleaved", "vs coarse"]))
-    out("\nwhere the cycles go (addr: the host stream of KV addresses, a BeatReader; loads: the "
-        "regions' RandomOffChipLoads, fraction of cycles waiting for an address)")
+    out("\nwhere the cycles go (fractions of the run's cycles; addr: the host stream of KV "
+        "addresses, a BeatReader; loads: the regions' key loads waiting for an address; memory: "
+        "lines moved per cycle, at most 1; PCU: the busiest PCU)")
     out(table(diag, ["KV variance", "mode", "cycles", "cycles/key", "addr busy",
-                     "loads stalled in"]))
+                     "addr stalled out", "loads stalled in", "memory", "PCU busy"]))
     if model:
         out(f"\nmodel, not measured: keys of the busiest region if each of the {P} regions "
             f"took one cycle per key and nothing else limited it (attn_balance)")
         out(table(model, ["KV variance", "dynamic", "interleaved", "coarse", "vs interleaved",
                           "vs coarse"]))
-    geo = {k: math.exp(sum(map(math.log, x)) / len(x)) for k, x in speed.items() if x}
-    both = speed["interleaved"] + speed["coarse"]
-    geo["both"] = math.exp(sum(map(math.log, both)) / len(both))
+    geo = {k: _geomean(x) for k, x in speed.items() if x}
+    geo["both"] = _geomean(speed["interleaved"] + speed["coarse"])
     for k in ("interleaved", "coarse", "both"):
         out(f"geomean speedup vs {k}: {geo[k]:.2f}x (paper: {ATTN_PAPER[k]})")
     return geo
 
 
 def attn_main(args):
-    """The ``--attention`` sweep, cached in ``docs/paper/attention_results.json``."""
+    """The ``--attention`` sweep on the machines ``--variant`` names (default: all), cached in
+    ``docs/paper/attention_results.json``."""
     path = args.results.parent / "attention_results.json"
     results = json.loads(path.read_text()) if path.exists() else []
-    for mode in [] if args.table else ATTN_MODES:
-        for v in ATTN_CLASSES:
-            if not args.rerun and any((r["variance"], r["mode"], r.get("stall", False))
-                                      == (v, mode, False) for r in results):
-                continue
-            print(f"[paper] decode attention: {mode} {v} ...", flush=True)
-            r = attn_measure(v, mode)
-            print(f"[paper]   {r}", flush=True)
-            results = [x for x in results if (x["variance"], x["mode"], x.get("stall", False))
-                       != (v, mode, False)] + [r]
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(results, indent=1) + "\n")
-    attn_summarize(results)
+    variants = args.variant or list(ATTN_VARIANTS)
+
+    def key(r):
+        return r.get("variant", "default"), r["variance"], r["mode"], r.get("stall", False)
+    for variant in [] if args.table else variants:
+        for mode in ATTN_MODES:
+            for v in ATTN_CLASSES:
+                if not args.rerun and any(key(r) == (variant, v, mode, False) for r in results):
+                    continue
+                print(f"[paper] decode attention ({variant}): {mode} {v} ...", flush=True)
+                r = attn_measure(v, mode, variant=variant)
+                print(f"[paper]   {r}", flush=True)
+                results = [x for x in results if key(x) != (variant, v, mode, False)] + [r]
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(json.dumps(results, indent=1) + "\n")
+    for variant in variants:
+        attn_summarize(results, variant)
     ok = all(r["ok"] for r in results)
     print("\nPASS (every run bit-exact)" if ok else "\nFAIL: a run differs from the reference")
     return 0 if ok else 1
@@ -522,6 +557,8 @@ def main(argv=None):
                     help="the configuration time-multiplexing sweep instead (issue 10 item 3)")
     ap.add_argument("--attention", action="store_true",
                     help="decode attention with dynamic parallelization (issue 10 item 4)")
+    ap.add_argument("--variant", action="append", choices=sorted(ATTN_VARIANTS),
+                    help="--attention: only this machine (default: all); repeatable")
     args = ap.parse_args(argv)
     if args.tm:
         return tm_main(args)
