@@ -52,7 +52,8 @@ def test_dynamic_dispatch_bit_exact_in_verilator(stall):
 def test_a_shallow_cycle_is_named_by_the_static_check_and_still_runs():
     # Both paths around the cycle at depth 1 hold fewer than the 8 requests in flight, so the
     # static check names the cycle. The hardware still finishes: the seeds come from a host
-    # stream (a BeatReader, one beat per 7-8 cycles) and the seeded EagerMerge drains the
+    # stream and wait in its reader, outside the cycle, until the seeded EagerMerge has room
+    # (with the pipelined reader as with the unpipelined one), and the merge drains the
     # regions' completions as they come, so the cycle never holds all 8 at once; the check is
     # a sufficient condition (docs/routing.md, "Cycles"). A deadlock here would fail the test.
     from stepforge.sim.rtl import deadlock_report, error_report, run_rtl
