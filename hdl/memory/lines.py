@@ -1,9 +1,10 @@
 """A client's bursts as a stream of memory lines, each with the row and word of every lane."""
 
 from amaranth.hdl import Module, Mux, Signal, unsigned
-from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..fifo import StreamFIFO
 from .port import MemoryPort
 
 __all__ = ["LineLayout", "LineGenerator", "line_tables", "fixed_lanes", "fixed_sel"]
@@ -141,17 +142,21 @@ class LineGenerator(wiring.Component):
         lines, patterns = line_tables(self.port)
         nl = len(lines)
 
-        m.submodules.queue = queue = fifo.SyncFIFO(width=g.addr_bits, depth=2)
-        m.d.comb += [queue.w_data.eq(self.req.payload.addr), queue.w_en.eq(self.req.valid),
-                     self.req.ready.eq(queue.w_rdy)]
+        # (a head register and one behind it: a request's acceptance ends in the registers'
+        # valid bits and the second register's enable, with no write-address decode of a
+        # LUT-RAM behind the client's ``valid``, on a store's worst iCE40 path)
+        m.submodules.queue = queue = StreamFIFO(unsigned(g.addr_bits), 2, counters=False)
+        m.d.comb += [queue.i.payload.eq(self.req.payload.addr), queue.i.valid.eq(self.req.valid),
+                     self.req.ready.eq(queue.i.ready)]
+        head = queue.o.payload
 
         index = Signal(range(max(nl, 2)), name="line_index")
         running = Signal(g.addr_bits, name="line_addr")      # the next line's first word
         addr = Signal(g.addr_bits, name="head_addr")
         if nl == 1:
-            m.d.comb += addr.eq(queue.r_data)
+            m.d.comb += addr.eq(head)
         else:
-            m.d.comb += addr.eq(Mux(index == 0, queue.r_data, running))
+            m.d.comb += addr.eq(Mux(index == 0, head, running))
 
         pattern = Signal(range(max(len(patterns), 2)), name="line_pattern")
         count = Signal(range(L + 1), name="line_count")
@@ -188,7 +193,7 @@ class LineGenerator(wiring.Component):
         m.d.comb += [nxt.count.eq(count), nxt.last.eq(last)]
 
         load = Signal(name="line_load")
-        m.d.comb += load.eq(queue.r_rdy & (~self.line.valid | self.line.ready))
+        m.d.comb += load.eq(queue.o.valid & (~self.line.valid | self.line.ready))
         with m.If(self.line.valid & self.line.ready):
             m.d.sync += self.line.valid.eq(0)
         with m.If(load):
@@ -199,5 +204,5 @@ class LineGenerator(wiring.Component):
                     m.d.sync += index.eq(0)
                 with m.Else():
                     m.d.sync += index.eq(index + 1)
-        m.d.comb += queue.r_en.eq(load & last)
+        m.d.comb += queue.o.ready.eq(load & last)
         return m

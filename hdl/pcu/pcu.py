@@ -340,8 +340,13 @@ class PCU(_Plan, _Datapath, _Assign, _Retile, wiring.Component):
             m.d.comb += emit.eq(1)
         timed = [self._nodes[id(e)] for e in self._order if id(e) in self._nodes]
         ends = [self._node_end(m, node) for node in timed]
+        # a static last step is a bit of ``step_onehot`` (a register), not a comparison: ``final``
+        # gates the inputs' ``ready`` (the PCU's join into the FIFOs' heads, an iCE40 worst path)
+        step_onehot = Signal(self.ii, name="step_onehot", init=1)
+        end = ends[-1] if ends else 0
+        at_end = step_onehot[end] if isinstance(end, int) else step == end
         m.d.comb += [
-            final.eq((step == (ends[-1] if ends else 0)) | ~hd),
+            final.eq(at_end | ~hd),
             run.eq(all_valid & ~mismatch & ~over & ~row_bad & ~self.status.error),
             advance.eq(run & pipe_en),
             finish.eq(advance & final),
@@ -359,7 +364,6 @@ class PCU(_Plan, _Datapath, _Assign, _Retile, wiring.Component):
         # whose inputs disagree raises an error in the next cycle, and stops the unit anyway
         # (``step_onehot``: the same step, one bit per step, for the operand multiplexers)
         step_next = Signal.like(step, name="step_next")
-        step_onehot = Signal(self.ii, name="step_onehot", init=1)
         m.d.comb += step_next.eq(step)
         with m.If(all_valid & pipe_en & ~self.status.error):
             m.d.comb += step_next.eq(0)

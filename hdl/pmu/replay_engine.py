@@ -148,7 +148,9 @@ class ReplayEngine(wiring.Component):
         # iCE40 path (28 ns over 9 cells)
         # ``credit`` (a place is free) is itself a register, set from the count's next value
         used = Signal(range(5), name="places_used")
-        m.d.sync += [used.eq(used + issue - pop), credit.eq(below_after(used, 4, issue, pop))]
+        # (and not halted: ``halt`` is folded into the same register)
+        m.d.sync += [used.eq(used + issue - pop),
+                     credit.eq(below_after(used, 4, issue, pop) & ~halt)]
         bad_loaded = Signal(name="bad_loaded")  # a command loaded has failed its check (sticky)
         m.d.comb += [
             # not ``| rel.taken``: the arbiter's decision stays out of the issue logic (a release
@@ -156,7 +158,7 @@ class ReplayEngine(wiring.Component):
             rel_ok.eq(~(final & e_rel) | ~rel_pend),
             # ``~halt``, ``~bad_loaded``: a command found bad has been loaded (below); it issues
             # nothing
-            issue.eq(act & credit & rel_ok & ~halt & ~bad_loaded),
+            issue.eq(act & credit & rel_ok & ~bad_loaded),
         ]
 
         # -- acceptance and its checks ---------------------------------------------------------

@@ -7,6 +7,7 @@ from amaranth.lib.wiring import In, Out
 
 from ...contract.beat import beat_layout, beat_signature
 from ..fifo import StreamFIFO
+from ..flags import below_after
 from ..unit import ErrorCode, StatusSignature, raise_error
 from .interfaces import AllocSignature
 
@@ -153,15 +154,25 @@ class Writer(wiring.Component):
         # any beat waits while ``refs`` is full, not only one that pushes a reference: whether a
         # beat closes a buffer (its kind and ``w_open``) stays out of the decision, which was the
         # worst iCE40 write-side path (26 ns over 7 cells). The FIFO has a third entry for it.
-        # (``halt`` is registered: the write side also stops at its own error a cycle earlier)
-        m.d.comb += ready_ok.eq(~self.halt & ~self.status.error
-                                & (~need_alloc | self.alloc.nonempty) & refs_fifo.w_rdy)
+        # ``go``: not halted and ``refs`` has room, one register (set from the FIFO's next level
+        # and ``halt``); a beat after an error may still be taken in the two cycles before
+        # ``go`` falls (its checks are still made, and the error is already raised)
+        go = Signal(name="w_go", init=1)
+        refs_n = Signal(range(4), name="w_refs_held")
+        refs_pop = Signal(name="w_refs_pop")
+        m.d.comb += refs_pop.eq(self.refs.valid & self.refs.ready)
+        # (counted on ``fire``, not on the checked push: a faulty beat's reference is counted
+        # though never written, and the PMU halts anyway)
+        refs_in = Signal(name="w_refs_in")
+        m.d.sync += [refs_n.eq(refs_n + refs_in - refs_pop),
+                     go.eq(~self.halt & below_after(refs_n, 3, refs_in, refs_pop))]
+        m.d.comb += ready_ok.eq(go & (~need_alloc | self.alloc.nonempty))
         # A beat is taken without waiting for its checks (they are not on the path into the
         # writer's registers): a beat over a bound or ending the stream in an open buffer is
-        # taken, raises the error and stops the write side from the next cycle (the rest of the
-        # PMU a cycle later); only what others see of it (its reference, the buffer's descriptor
-        # and pending bit) waits for the checks.
+        # taken and raises the error, and the PMU stops (``halt``, then ``go``); only what others
+        # see of it (its reference, the buffer's descriptor and pending bit) waits for the checks.
         fire = Signal(name="w_fire")
+        m.d.comb += refs_in.eq(fire & refs_push)
         fault = Signal(name="w_fault")
         good = Signal(name="w_fire_checked")
         m.d.comb += [fire.eq(i0.valid & ready_ok), i0.ready.eq(fire),
