@@ -50,7 +50,7 @@ def make(B, Lmax, variance, seed0=0):
     }
 
 
-SETS = [(32, 32)]
+SETS = [(32, 32), (16, 32), (64, 32)]     # (B, Lmax): the paper reports B = 16 and B = 64
 
 
 def main():

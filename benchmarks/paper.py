@@ -385,9 +385,10 @@ ATTN_MODES = ("dynamic", "interleaved", "coarse")
 #: batch and the maximum KV length are the trace's) and the HardwareConfig changes from the
 #: simulation preset. ``default``: the preset, where the shared memory (one 64-byte line per
 #: cycle; a key costs 3 lines: its address, its key and its value) is the bound once the host
-#: stream reader is pipelined. ``region``: regions that take more than P x 3 cycles per key
-#: (d = 32 on 4-multiplier PCUs: a Map over a [1, 32] tile takes about 8 cycles), so the regions,
-#: not the memory, bound the run, as in the paper, where the dispatch balances the regions' work.
+#: stream reader is pipelined. ``region``: slower regions (d = 32 on 4-multiplier PCUs: a
+#: region's score Map takes about 8 cycles per key, the perf model says), so that the regions'
+#: work, which the dispatch balances in the paper, weighs as much as the memory: its busiest PCU
+#: is busy 80-89 % of the run and the memory moves 0.57-0.61 lines per cycle (B = 32).
 ATTN_VARIANTS = {"default": ({"P": 4, "d": 4}, {}),
                  "region": ({"P": 4, "d": 32}, {"pcu_multipliers": 4})}
 #: the paper's speedups of dynamic parallelization (notes 4.4)
@@ -461,10 +462,10 @@ def _geomean(xs):
     return math.exp(sum(map(math.log, xs)) / len(xs))
 
 
-def attn_summarize(results, variant="default", out=print):
-    """The decode-attention table of one machine variant: cycles per mode and class, where the
-    cycles go, and the speedups of dynamic parallelization."""
-    results = [r for r in results if r.get("variant", "default") == variant]
+def attn_summarize(results, variant="default", batch=32, out=print):
+    """The decode-attention table of one machine variant and batch: cycles per mode and class,
+    where the cycles go, and the speedups of dynamic parallelization."""
+    results = [r for r in results if r.get("variant", "default") == variant and r["B"] == batch]
     rows, speed, diag, model = [], {"interleaved": [], "coarse": []}, [], []
     params, changes = ATTN_VARIANTS[variant]
     P = params["P"]
@@ -486,7 +487,7 @@ def attn_summarize(results, variant="default", out=print):
                          r.get("addr_busy", "-"), r.get("addr_stall_out", "-"),
                          r.get("load_stall_in", "-"), r.get("memory_lines_per_cycle", "-"),
                          r.get("pcu_busy_max", "-")])
-        trace = TRACES / f"attn_{v}_b{got['dynamic']['B']}_l32.json"
+        trace = TRACES / f"attn_{v}_b{batch}_l32.json"
         if trace.exists():
             lengths = json.loads(trace.read_text())["kv_lengths"]
             keys = {m: attn_balance(lengths, P, m) for m in ATTN_MODES}
@@ -519,27 +520,33 @@ def attn_summarize(results, variant="default", out=print):
 
 
 def attn_main(args):
-    """The ``--attention`` sweep on the machines ``--variant`` names (default: all), cached in
-    ``docs/paper/attention_results.json``."""
+    """The ``--attention`` sweep on the machines ``--variant`` names (default: all) and the
+    batches ``--batch`` names (default: 32), cached in ``docs/paper/attention_results.json``."""
     path = args.results.parent / "attention_results.json"
     results = json.loads(path.read_text()) if path.exists() else []
     variants = args.variant or list(ATTN_VARIANTS)
+    batches = args.batch or [32]
 
     def key(r):
-        return r.get("variant", "default"), r["variance"], r["mode"], r.get("stall", False)
+        return (r.get("variant", "default"), r["B"], r["variance"], r["mode"],
+                r.get("stall", False))
     for variant in [] if args.table else variants:
-        for mode in ATTN_MODES:
-            for v in ATTN_CLASSES:
-                if not args.rerun and any(key(r) == (variant, v, mode, False) for r in results):
-                    continue
-                print(f"[paper] decode attention ({variant}): {mode} {v} ...", flush=True)
-                r = attn_measure(v, mode, variant=variant)
-                print(f"[paper]   {r}", flush=True)
-                results = [x for x in results if key(x) != (variant, v, mode, False)] + [r]
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(json.dumps(results, indent=1) + "\n")
+        for B in batches:
+            for mode in ATTN_MODES:
+                for v in ATTN_CLASSES:
+                    k = (variant, B, v, mode, False)
+                    if not args.rerun and any(key(r) == k for r in results):
+                        continue
+                    print(f"[paper] decode attention ({variant}, B={B}): {mode} {v} ...",
+                          flush=True)
+                    r = attn_measure(v, mode, variant=variant, batch=B)
+                    print(f"[paper]   {r}", flush=True)
+                    results = [x for x in results if key(x) != k] + [r]
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_text(json.dumps(results, indent=1) + "\n")
     for variant in variants:
-        attn_summarize(results, variant)
+        for B in sorted({r["B"] for r in results} if args.table and not args.batch else batches):
+            attn_summarize(results, variant, B)
     ok = all(r["ok"] for r in results)
     print("\nPASS (every run bit-exact)" if ok else "\nFAIL: a run differs from the reference")
     return 0 if ok else 1
@@ -559,6 +566,9 @@ def main(argv=None):
                     help="decode attention with dynamic parallelization (issue 10 item 4)")
     ap.add_argument("--variant", action="append", choices=sorted(ATTN_VARIANTS),
                     help="--attention: only this machine (default: all); repeatable")
+    ap.add_argument("--batch", action="append", type=int, choices=(16, 32, 64),
+                    help="--attention: this batch (traces/attn_*_b<B>_l32.json; default 32); "
+                         "repeatable")
     args = ap.parse_args(argv)
     if args.tm:
         return tm_main(args)
