@@ -40,8 +40,14 @@ Every mode computes the same ``O``. The interpreter runs the cyclic graph to its
 dispatches like ``interleaved``; in hardware the merge takes them as they arrive and the
 dispatch follows the regions' actual progress (``docs/paper.md``, "Decode attention").
 
-Traces: ``traces/attn_*.json`` (``benchmarks/paper_traces.py``) give ``kv_lengths`` of a
-low, medium or high variance batch; without a trace the lengths are drawn uniformly.
+Traces: ``traces/attn_*.json`` (``benchmarks/attention_traces.py``) give ``kv_lengths`` of a
+low, medium or high variance batch of 16, 32 or 64 requests; without a trace the lengths are
+drawn uniformly.
+
+The KV addresses ``addr`` are a host stream, one beat per key, read by a pipelined
+:class:`~stepforge.hdl.beat_io.BeatReader` (one beat per cycle) and routed key by key by the
+dispatching Partition: a request's keys pass in order, so a region that is slow to take them
+holds up the requests behind it (``docs/paper.md``, "Decode attention").
 """
 
 import numpy as np
