@@ -76,7 +76,10 @@ class _TileWriter(wiring.Component):
         # leaves its queue only after its last line, so after its burst was requested: the
         # address queue never holds more entries than the tile queue and has room when it has.
         Q = self.queue
-        m.submodules.tiles = tiles = StreamFIFO(unsigned(T * g.word_bits), Q, counters=False)
+        # (two tiles are kept in registers enabled by the push alone, so the memory's grant of
+        # the last line, which pops the head tile, reaches no wide enable)
+        m.submodules.tiles = tiles = StreamFIFO(unsigned(T * g.word_bits), Q, counters=False,
+                                                split=True)
         m.submodules.bursts = bursts = StreamFIFO(unsigned(g.addr_bits), Q, counters=False)
         enter = Signal(name="tile_enter")
         direct = Signal(name="burst_direct")          # no burst waits: request this one now
