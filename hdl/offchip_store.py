@@ -189,11 +189,17 @@ class LinearStoreUnit(wiring.Component):
         seen_last = Signal(name="seen_last")
         bad = Signal(name="too_many")
         m.d.comb += bad.eq(i.payload.has_data & filled)
-        raise_error(m, self.status, ErrorCode.ADDRESS_RANGE, i.valid & bad & ~seen_last)
+        fault = Signal(name="fault")
+        m.d.comb += fault.eq(i.valid & bad & ~seen_last)
+        raise_error(m, self.status, ErrorCode.ADDRESS_RANGE, fault)
+        # ``closed``: the stream has ended, the tensor is full or the unit has failed, one
+        # register beside the three (a tile's acceptance is then one gate from registers: it
+        # reaches the memory's request queue in the same cycle)
+        closed = Signal(name="closed")
         ok = Signal(name="ok")
         m.d.comb += [
             ok.eq(~seen_last & ~bad & ~self.status.error),
-            writer.cmd.valid.eq(i.valid & ok & i.payload.has_data),
+            writer.cmd.valid.eq(i.valid & i.payload.has_data & ~closed),
             writer.cmd.payload.addr.eq(addr),
             writer.cmd.payload.data.eq(i.payload.data),
             i.ready.eq(ok & (~i.payload.has_data | writer.cmd.ready)),
@@ -208,6 +214,9 @@ class LinearStoreUnit(wiring.Component):
                 m.d.sync += [col.eq(col + 1), addr.eq(addr + p.col_step)]
         with m.If(take & i.payload.last):
             m.d.sync += seen_last.eq(1)
+        data_in = take & i.payload.has_data
+        m.d.sync += closed.eq(closed | fault | (take & i.payload.last)
+                              | (data_in & (count == p.ntiles - 1)))
         m.d.comb += [
             self.done.eq(seen_last & ~writer.busy),
             self.status.busy.eq(writer.busy | (i.valid & ok)),

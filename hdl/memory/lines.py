@@ -108,8 +108,9 @@ class LineGenerator(wiring.Component):
     A request enters a two-entry queue (so ``req.ready`` is a register's output and a client can
     issue a burst every cycle). The line at the head of the burst is computed from the request's
     address with constant tables (:func:`line_tables`: no multiplier, one adder per lane for the
-    row) into the ``line`` register; each line taken moves on to the next with one add of a
-    constant. A line is offered two cycles after its request was accepted.
+    row) into a two-entry line queue, while it has room (so the generator may run a line ahead
+    of the memory); each line moves on to the next with one add of a constant. A line is
+    offered two cycles after its request was accepted.
 
     Parameters
     ----------
@@ -121,7 +122,8 @@ class LineGenerator(wiring.Component):
     req : ``In(stream.Signature(geometry.request_layout))``
         The client's bursts.
     line : ``Out(stream.Signature(LineLayout(geometry)))``
-        The lines of the bursts, in order; ``line.valid`` and ``line.payload`` are registers.
+        The lines of the bursts, in order; ``line.valid`` is a register, ``line.payload`` one
+        of two registers chosen by a registered pointer.
     """
 
     def __init__(self, port):
@@ -195,12 +197,17 @@ class LineGenerator(wiring.Component):
         m.d.comb += [nxt.rows[j].eq(row + row_off[j]) for j in range(L)]
         m.d.comb += [nxt.count.eq(count), nxt.last.eq(last)]
 
+        # the lines wait in a two-entry queue kept apart (``split``): the arbiter's grant pops it
+        # through a read pointer, and the next line enters while the queue has room (a
+        # register), so the grant is not on the path into the queue's enables and the request
+        # queue (the worst iCE40 memory paths, five LUTs from a client's valid); a line loaded
+        # in cycle t is offered in t + 1, as from the single register it replaces
+        m.submodules.lines = lineq = StreamFIFO(LineLayout(g), 2, counters=False, split=True)
+        wiring.connect(m, lineq.o, wiring.flipped(self.line))
         load = Signal(name="line_load")
-        m.d.comb += load.eq(queue.o.valid & (~self.line.valid | self.line.ready))
-        with m.If(self.line.valid & self.line.ready):
-            m.d.sync += self.line.valid.eq(0)
+        m.d.comb += [load.eq(queue.o.valid & lineq.i.ready),
+                     lineq.i.valid.eq(load), lineq.i.payload.eq(nxt)]
         with m.If(load):
-            m.d.sync += [self.line.valid.eq(1), self.line.payload.eq(nxt)]
             if nl > 1:
                 m.d.sync += running.eq(addr + delta)
                 with m.If(last):
