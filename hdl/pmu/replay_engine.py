@@ -117,6 +117,14 @@ class ReplayEngine(wiring.Component):
         e_last = Signal(name="last")
         e_rel = Signal(name="release")
         rel_pend = Signal(name="rel_pend")
+        # ``rel_block``: this command releases its buffer and a release still waits for the
+        # arbiter (``e_rel & rel_pend``, a register set from both next values)
+        rel_block = Signal(name="release_blocked")
+        e_rel_n = Signal(name="release_next")
+        rel_pend_n = Signal(name="rel_pend_next")
+        m.d.comb += [e_rel_n.eq(e_rel), rel_pend_n.eq(rel_pend)]
+        m.d.sync += [e_rel.eq(e_rel_n), rel_pend.eq(rel_pend_n),
+                     rel_block.eq(e_rel_n & rel_pend_n)]
         rel_id = Signal(id_w, name="rel_id")
         rel_taken = self.rel.taken
         m.d.comb += [self.rel.valid.eq(rel_pend), self.rel.id.eq(rel_id)]
@@ -155,7 +163,7 @@ class ReplayEngine(wiring.Component):
         m.d.comb += [
             # not ``| rel.taken``: the arbiter's decision stays out of the issue logic (a release
             # right behind another waits one more cycle)
-            rel_ok.eq(~(final & e_rel) | ~rel_pend),
+            rel_ok.eq(~(final & rel_block)),
             # ``~halt``, ``~bad_loaded``: a command found bad has been loaded (below); it issues
             # nothing
             issue.eq(act & credit & rel_ok & ~bad_loaded),
@@ -164,7 +172,9 @@ class ReplayEngine(wiring.Component):
         # -- acceptance and its checks ---------------------------------------------------------
         cmd_fire = Signal(name="cmd_fire")
         m.d.comb += [self.desc_rd.addr.eq(c.id),
-                     cmd.ready.eq(~halt & (~act | (issue & final))),
+                     # (``credit`` holds ``~halt``; a command found bad is not waited for: it is
+                     # never issued, and its error halts the PMU)
+                     cmd.ready.eq(credit & (~act | (final & ~rel_block))),
                      cmd_fire.eq(cmd.valid & cmd.ready)]
         live = Signal(name="live")
         # a release issued this cycle or still waiting for the arbiter has ended the buffer
@@ -207,11 +217,12 @@ class ReplayEngine(wiring.Component):
             with m.If(final):
                 m.d.sync += act.eq(0)
                 with m.If(e_rel):
-                    m.d.sync += [rel_pend.eq(1), rel_id.eq(e_id)]
+                    m.d.comb += rel_pend_n.eq(1)
+                    m.d.sync += rel_id.eq(e_id)
         with m.Else():
             m.d.sync += s1_v.eq(0)
         with m.If(rel_taken & ~(issue & final & e_rel)):
-            m.d.sync += rel_pend.eq(0)
+            m.d.comb += rel_pend_n.eq(0)
 
         sweeping = Const(0)
         if len(pmu.readers) > 1:
@@ -230,7 +241,8 @@ class ReplayEngine(wiring.Component):
                 with m.If(~sw_hit):
                     m.d.sync += sw_ptr.eq(sw_ptr + 1)
                 with m.Elif(~rel_pend | rel_taken):
-                    m.d.sync += [rel_pend.eq(1), rel_id.eq(sw_ptr), sw_ptr.eq(sw_ptr + 1)]
+                    m.d.comb += rel_pend_n.eq(1)
+                    m.d.sync += [rel_id.eq(sw_ptr), sw_ptr.eq(sw_ptr + 1)]
 
         # a command is loaded without waiting for its check (the check's buffer lookup is not on
         # the path into the engine's registers): a bad one raises BAD_BUFFER two cycles later,
@@ -243,7 +255,8 @@ class ReplayEngine(wiring.Component):
             m.d.sync += [act.eq(1), e_replay.eq(c.replay), e_id.eq(c.id), e_blk.eq(c.id),
                          e_off.eq(0), e_cnt.eq(Mux(c.replay, n_entries, 1)),
                          final.eq(~c.replay | (n_entries == 1)), e_L.eq(c.stop),
-                         e_last.eq(c.last), e_rel.eq(c.release)]
+                         e_last.eq(c.last)]
+            m.d.comb += e_rel_n.eq(c.release)
 
         # -- stage 1: the memory's data is here; form the beat -------------------------------
         beat = Signal(out_layout, name="beat")
