@@ -459,7 +459,7 @@ def _steps(name, edge, idx):
     return steps
 
 
-def solve(actors, max_rounds=None, backwards=True, seen=None):
+def solve(actors, max_rounds=None, backwards=True, seen=None, exchange=True):
     """Iterate ``actors`` to their least fixed point; return the rounds it took, or None when
     the schedule does not settle (a deadlock: some beat waits on itself).
 
@@ -469,21 +469,54 @@ def solve(actors, max_rounds=None, backwards=True, seen=None):
     point (the updates are monotone and start below it); this one in the fewest updates.
     ``backwards=False`` sweeps forwards only. ``seen`` (a list, updated in place) carries what
     each actor last saw from an earlier solve of the same actors: an actor nothing of which
-    changed since is not updated again (its update is a function of what it watches)."""
+    changed since is not updated again (its update is a function of what it watches).
+
+    ``exchange``: an actor that changed is updated again at once with the producers of its
+    depth-1 input FIFOs, back and forth until neither moves. Through a single entry, a producer
+    pushes beat ``j`` only after the consumer popped beat ``j - 1``: when that binds, each
+    exchange settles one more beat, where a round of the whole graph settled one."""
     max_rounds = max_rounds or 8 * len(actors) + 40
     if seen is None:
         seen = [None] * len(actors)
     n = len(actors)
     order = list(range(n)) + (list(range(n - 2, 0, -1)) if backwards else [])
+    feeders = _feeders(actors) if exchange else [()] * n
+
+    def step(i):
+        """Update actor ``i`` unless nothing it watches changed; whether it changed."""
+        a = actors[i]
+        if [o.version for o in a.watch] == seen[i]:
+            return False
+        moved = bool(a.update())
+        seen[i] = [o.version for o in a.watch]
+        return moved
+
     for r in range(1, max_rounds + 1):
         changed = False
         for i in order:
-            a = actors[i]
-            key = [o.version for o in a.watch]
-            if key == seen[i]:
+            if not step(i):
                 continue
-            changed |= bool(a.update())
-            seen[i] = [o.version for o in a.watch]
+            changed = True
+            for j, beats in feeders[i]:
+                for _ in range(beats + 2):
+                    if not (step(j) and step(i)):
+                        break
         if not changed:
             return r
     return None
+
+
+def _feeders(actors):
+    """Per actor, ``(index, beats)`` of each other actor that feeds it through a FIFO of depth
+    1 (``beats``: that FIFO's, which bounds the exchanges of :func:`solve`)."""
+    index = {id(a): i for i, a in enumerate(actors)}
+    out = []
+    for a in actors:
+        found = {}
+        for e in a.watch:
+            if isinstance(e, Edge) and e.dst is a and e.depth == 1 and e.src is not a \
+                    and id(e.src) in index:
+                j = index[id(e.src)]
+                found[j] = max(found.get(j, 0), e.n)
+        out.append(sorted(found.items()))
+    return out

@@ -191,16 +191,29 @@ class StoreActor(Actor):
             m = ai >= 0
             a[m] = np.maximum(a[m], self.addr.P + 1)
         d = self.data
-        done = self.client.done()
+        client = self.client
+        alone = client.memory.order is None
+        done = client.done()
         k = np.arange(len(d)) - getattr(self.comp, "tile_queue", self.tm.store_queue)
         ok = k >= 0
-        q = filled(len(d), NEG)
-        q[ok] = done[k[ok]] + 1          # a tile's slot is free the cycle after it retires
-        a[d] = np.maximum(a[d], q)
-        T = chain(a)
+        base = a
+        for _ in range(LOCAL_ROUNDS):
+            q = filled(len(d), NEG)
+            q[ok] = done[k[ok]] + 1          # a tile's slot is free the cycle after it retires
+            a = base.copy()
+            a[d] = np.maximum(a[d], q)
+            T = chain(a)
+            times = T[d] + self.tm.grant_delay
+            if not alone:
+                break                   # the memory grants them, and updates this store after
+            # alone at the memory, the grants are the store's own: its slots wait for them
+            own = client.grants(times)
+            if same(own, done):
+                break
+            done = own
         changed = not same(T, self.T)
         self.T = T
-        changed |= self.client.request(T[d] + self.tm.grant_delay)
+        changed |= client.request(times, done if alone else None)
         if not same(self.x.C, T):
             self.x.C = T.copy()
             self.x.version += 1

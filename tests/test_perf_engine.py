@@ -6,9 +6,9 @@
   is read) gives the full run's beats, the values the model reads and the same schedule;
 * ``chain`` (three NumPy calls from the costs' offsets) is the recurrence, on spaced sequences
   (the identity) and on waiting ones;
-* the forward-and-back sweep and the skipped quiet updates (outputs whose new pops bind nothing,
-  new bounds that bind no step) reach the same fixed point as forward sweeps that recompute
-  every unit: every beat's push and pop, the cycles, the units' stalls and the FIFOs'
+* the forward-and-back sweep, the skipped quiet updates (outputs whose new pops bind nothing,
+  new bounds that bind no step) and the exchanges through depth-1 FIFOs reach the same fixed
+  point as forward sweeps that recompute every unit: every beat's push and pop, the cycles, the units' stalls and the FIFOs'
   high-water marks; a deadlock stays a deadlock.
 """
 
@@ -118,8 +118,21 @@ def test_fast_fixed_point_is_the_plain_one(name, params, monkeypatch):
     fast = _schedule(predict(hw, ref))
     assert any(skipped)         # some update was skipped for bounds that bind no step
     monkeypatch.setattr(StepSeq, "skip_quiet", False)
-    monkeypatch.setattr(model, "solve", functools.partial(solve, backwards=False))
+    monkeypatch.setattr(model, "solve", functools.partial(solve, backwards=False, exchange=False))
     assert _schedule(predict(hw, ref)) == fast
+
+
+def test_exchanges_through_a_single_entry_settle_a_loop_in_a_few_rounds(monkeypatch):
+    # MoE's selector reader (one beat per memory line) feeds its Broadcast through one entry:
+    # the reader pushes beat j after the Broadcast popped beat j - 1, every beat. Each round of
+    # the whole graph settled one beat of that loop; exchanging the two units settles it at once
+    hw, ref = _lowered("moe", {"T": 16, "tiling": "static"})
+    one = {"sel": 1}
+    fast = predict(hw, ref, depths=one)
+    monkeypatch.setattr(model, "solve", functools.partial(solve, exchange=False))
+    slow = predict(hw, ref, depths=one)
+    assert _schedule(fast) == _schedule(slow)
+    assert slow.rounds >= 10 and fast.rounds <= 6
 
 
 def test_fast_fixed_point_keeps_deadlocks_and_their_threshold(monkeypatch):
@@ -133,7 +146,7 @@ def test_fast_fixed_point_keeps_deadlocks_and_their_threshold(monkeypatch):
     with pytest.raises(Deadlock):
         predict(hw, ref)
     monkeypatch.setattr(StepSeq, "skip_quiet", False)
-    monkeypatch.setattr(model, "solve", functools.partial(solve, backwards=False))
+    monkeypatch.setattr(model, "solve", functools.partial(solve, backwards=False, exchange=False))
     with pytest.raises(Deadlock):
         predict(hw, ref)
     assert {d: _schedule(predict(hw, ref, depths={side.name: d})) for d in fast} == fast
