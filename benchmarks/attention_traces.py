@@ -50,7 +50,8 @@ def make(B, Lmax, variance, seed0=0):
     }
 
 
-SETS = [(32, 32), (16, 32), (64, 32)]     # (B, Lmax): the paper reports B = 16 and B = 64
+SETS = [(32, 32), (16, 32), (64, 32), (32, 128)]   # (B, Lmax): the paper reports B = 16 and 64;
+#                                                   Lmax 128: requests longer than a load's buffer
 
 
 def main():

@@ -426,7 +426,8 @@ def attn_measure(variance, mode, *, variant="default", stall=False, batch=32, lm
     # the regions' first PCU (the score Map of region 0 .. P-1): cycles at work
     pcus = [u.name for u in res.hw.units if u.kind == "PCU" and f"unit.{u.name}.busy" in c]
     return {"variance": variance, "mode": mode, "variant": variant, "ok": ok,
-            "cycles": res.cycles, "stall": stall, "B": len(lengths), "keys": sum(lengths),
+            "cycles": res.cycles, "stall": stall, "B": len(lengths), "Lmax": lmax,
+            "keys": sum(lengths),
             "std": trace["statistics"]["std"], "seconds": round(wall, 1),
             "build_seconds": round(res.timings["compile"] + res.timings["build"], 1),
             # where the cycles go: the host stream of KV addresses (a BeatReader, one beat per
@@ -462,10 +463,11 @@ def _geomean(xs):
     return math.exp(sum(map(math.log, xs)) / len(xs))
 
 
-def attn_summarize(results, variant="default", batch=32, out=print):
-    """The decode-attention table of one machine variant and batch: cycles per mode and class,
-    where the cycles go, and the speedups of dynamic parallelization."""
-    results = [r for r in results if r.get("variant", "default") == variant and r["B"] == batch]
+def attn_summarize(results, variant="default", batch=32, lmax=32, out=print):
+    """The decode-attention table of one machine variant, batch and maximum KV length: cycles
+    per mode and class, where the cycles go, and the speedups of dynamic parallelization."""
+    results = [r for r in results if r.get("variant", "default") == variant
+               and r["B"] == batch and r.get("Lmax", 32) == lmax]
     rows, speed, diag, model = [], {"interleaved": [], "coarse": []}, [], []
     params, changes = ATTN_VARIANTS[variant]
     P = params["P"]
@@ -487,7 +489,7 @@ def attn_summarize(results, variant="default", batch=32, out=print):
                          r.get("addr_busy", "-"), r.get("addr_stall_out", "-"),
                          r.get("load_stall_in", "-"), r.get("memory_lines_per_cycle", "-"),
                          r.get("pcu_busy_max", "-")])
-        trace = TRACES / f"attn_{v}_b{batch}_l32.json"
+        trace = TRACES / f"attn_{v}_b{batch}_l{lmax}.json"
         if trace.exists():
             lengths = json.loads(trace.read_text())["kv_lengths"]
             keys = {m: attn_balance(lengths, P, m) for m in ATTN_MODES}
@@ -498,8 +500,8 @@ def attn_summarize(results, variant="default", batch=32, out=print):
         return None
     machine = ", ".join(f"{k}={v}" for k, v in changes.items()) or "the simulation preset"
     out(f"\ndecode attention, dynamic parallelization, machine '{variant}' ({P} regions, d="
-        f"{params['d']}, {machine}, B={results[0]['B']}, traces/attn_*.json), cycles in "
-        f"Verilator")
+        f"{params['d']}, {machine}, B={batch}, Lmax={lmax}, traces/attn_*_b{batch}_l{lmax}"
+        f".json), cycles in Verilator")
     out(table(rows, ["KV variance", "std", "keys", "check", "dynamic", "interleaved", "coarse",
                      "vs interleaved", "vs coarse"]))
     out("\nwhere the cycles go (fractions of the run's cycles; addr: the host stream of KV "
@@ -525,28 +527,30 @@ def attn_main(args):
     path = args.results.parent / "attention_results.json"
     results = json.loads(path.read_text()) if path.exists() else []
     variants = args.variant or list(ATTN_VARIANTS)
-    batches = args.batch or [32]
+    sets = [(B, args.lmax or 32) for B in args.batch or [32]]
 
     def key(r):
-        return (r.get("variant", "default"), r["B"], r["variance"], r["mode"],
+        return (r.get("variant", "default"), r["B"], r.get("Lmax", 32), r["variance"], r["mode"],
                 r.get("stall", False))
     for variant in [] if args.table else variants:
-        for B in batches:
+        for B, lmax in sets:
             for mode in ATTN_MODES:
                 for v in ATTN_CLASSES:
-                    k = (variant, B, v, mode, False)
+                    k = (variant, B, lmax, v, mode, False)
                     if not args.rerun and any(key(r) == k for r in results):
                         continue
-                    print(f"[paper] decode attention ({variant}, B={B}): {mode} {v} ...",
-                          flush=True)
-                    r = attn_measure(v, mode, variant=variant, batch=B)
+                    print(f"[paper] decode attention ({variant}, B={B}, Lmax={lmax}): {mode} "
+                          f"{v} ...", flush=True)
+                    r = attn_measure(v, mode, variant=variant, batch=B, lmax=lmax)
                     print(f"[paper]   {r}", flush=True)
                     results = [x for x in results if key(x) != k] + [r]
                     path.parent.mkdir(parents=True, exist_ok=True)
                     path.write_text(json.dumps(results, indent=1) + "\n")
+    if args.table and not (args.batch or args.lmax):
+        sets = sorted({(r["B"], r.get("Lmax", 32)) for r in results})
     for variant in variants:
-        for B in sorted({r["B"] for r in results} if args.table and not args.batch else batches):
-            attn_summarize(results, variant, B)
+        for B, lmax in sets:
+            attn_summarize(results, variant, B, lmax)
     ok = all(r["ok"] for r in results)
     print("\nPASS (every run bit-exact)" if ok else "\nFAIL: a run differs from the reference")
     return 0 if ok else 1
@@ -567,8 +571,10 @@ def main(argv=None):
     ap.add_argument("--variant", action="append", choices=sorted(ATTN_VARIANTS),
                     help="--attention: only this machine (default: all); repeatable")
     ap.add_argument("--batch", action="append", type=int, choices=(16, 32, 64),
-                    help="--attention: this batch (traces/attn_*_b<B>_l32.json; default 32); "
+                    help="--attention: this batch (traces/attn_*_b<B>_l<Lmax>.json; default 32); "
                          "repeatable")
+    ap.add_argument("--lmax", type=int, choices=(32, 128),
+                    help="--attention: the traces' maximum KV length (default 32)")
     args = ap.parse_args(argv)
     if args.tm:
         return tm_main(args)
