@@ -51,8 +51,8 @@ class BeatReader(wiring.Component):
     must match the symbolic metrics exactly. ``beats`` counts the delivered beats; the delivered
     bytes are ``beats * words_per_beat * word_bytes``.
 
-    Every output is a register or a function of registers only (``req.valid`` compares the
-    credit and request counters with constants); the address path is a counter stepping by
+    Every output but ``status.stall_out`` (a statistic) is a register or a function of registers
+    only (``req.valid`` compares the credit and request counters with constants); the address path is a counter stepping by
     ``words_per_beat`` (an adder, no multiplier), the beat assembly a shift register of lines.
 
     Parameters
