@@ -192,9 +192,11 @@ def build(verilog, device, *, out_dir, top="top", seeds=3, freq_mhz=None, jobs=2
             return subprocess.run([yosys, "-q", "-p", script], cwd=out, stdout=log,
                                   stderr=subprocess.STDOUT)
 
+    used = dev.synth
     proc = synthesize(f"{dev.synth} -top {synth_top}", "w")
     if proc.returncode != 0 and dev.synth_fallback:
         say(f"{dev.synth} failed; synthesizing again with its fallback script ...")
+        used = dev.synth_fallback.format(top=synth_top) + f"  (fallback: {dev.synth} failed)"
         proc = synthesize(dev.synth_fallback.format(top=synth_top), "a")
     seconds["synthesis"] = time.perf_counter() - t
     if proc.returncode != 0:
@@ -266,7 +268,7 @@ def build(verilog, device, *, out_dir, top="top", seeds=3, freq_mhz=None, jobs=2
         placed=placed, seeds=[results[s]["seed_result"] for s in sorted(results)],
         median_seed=median["seed_result"].seed, target_mhz=median["target_mhz"],
         constant_clocked=median["constant_clocked"], paths=median["paths"],
-        bitstream=bitstream, seconds=seconds)
+        bitstream=bitstream, seconds=seconds, synthesis=used)
     report.write_json(out / "build.json")
     say(f"done: Fmax {report.fmax_mhz:.1f} MHz median, target {report.target_mhz:g} MHz "
         f"{'met' if report.met else 'NOT met'}")

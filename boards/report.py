@@ -69,6 +69,9 @@ class BuildReport:
     seconds : dict of str to float
         Wall-clock seconds of ``synthesis``, ``place_and_route`` (all seeds), ``timing`` and
         ``pack``, and ``total``.
+    synthesis : str
+        The synthesis command that made the netlist (the device's, or its fallback script
+        when that failed).
     """
     device: object
     name: str
@@ -85,6 +88,7 @@ class BuildReport:
     paths: list = field(default_factory=list)
     bitstream: object = None
     seconds: dict = field(default_factory=dict)
+    synthesis: str = ""
 
     @property
     def fmax_mhz(self):
@@ -128,6 +132,7 @@ class BuildReport:
             "paths": [p.to_dict() for p in self.paths],
             "bitstream": self.bitstream,
             "seconds": {k: round(v, 1) for k, v in self.seconds.items()},
+            "synthesis": self.synthesis,
         }
 
     def write_json(self, path):
@@ -181,6 +186,8 @@ class BuildReport:
             lines.append("     (no register-to-register path)")
         lines.append("")
         s = self.seconds
+        if self.synthesis:
+            lines.append(f"  synthesis: {self.synthesis}")
         lines.append(f"  bitstream: {self.bitstream or '(not packed)'}")
         lines.append(f"  time: synthesis {s.get('synthesis', 0):.0f} s, place and route "
                      f"{s.get('place_and_route', 0):.0f} s, timing {s.get('timing', 0):.0f} s, "

@@ -86,34 +86,22 @@ class Writer(wiring.Component):
         # the input FIFO's pop were on the worst iCE40 path, 33 ns over 11 cells)
         in_layout = beat_layout(pmu.elem_type, pmu.rank, row_bound=pmu.row_bound)
         m.submodules.in_queue = inq = StreamFIFO(data.StructLayout({
-            "beat": in_layout, "closes": 1, "bare_done": 1,
-            # whether the beat is stored, and whether it is a stop-only beat that merges into the
-            # stop of the element before it (an element without a stop): both depend on the
-            # beats before it, so they are decided here, in stream order, with ``nostop_in``
+            "beat": in_layout, "closes": 1, "bare_done": 1, "no_stop": 1,
+            # whether the beat is stored unless it follows an element without a stop, and
+            # whether it merges into that element's stop if it does (then it is stored only
+            # with data): the writer picks by its own register
             "store": 1, "merges": 1,
         }), 2, counters=False)
         ip = self.in0.payload
-        # the element entered last had data and no stop (and was not closed or merged into)
-        nostop_in = Signal(name="w_nostop_in")
-        store_in = Signal(name="w_store_in")
-        merges_in = Signal(name="w_merges_in")
-        closes_in = Signal(name="w_closes_in")
         m.d.comb += [
-            closes_in.eq(ip.stop >= b),
-            store_in.eq(Mux(nostop_in, ip.has_data, ip.has_data | (ip.stop != 0))),
-            merges_in.eq(nostop_in & ~ip.has_data & (ip.stop != 0)),
             inq.i.valid.eq(self.in0.valid), self.in0.ready.eq(inq.i.ready),
             inq.i.payload.beat.eq(ip),
-            inq.i.payload.closes.eq(closes_in),
+            inq.i.payload.closes.eq(ip.stop >= b),
             inq.i.payload.bare_done.eq(~ip.has_data & (ip.stop == 0) & ip.last),
-            inq.i.payload.store.eq(store_in),
-            inq.i.payload.merges.eq(merges_in),
+            inq.i.payload.no_stop.eq(ip.stop == 0),
+            inq.i.payload.store.eq(ip.has_data | (ip.stop != 0)),
+            inq.i.payload.merges.eq(~ip.has_data & (ip.stop != 0)),
         ]
-        with m.If(self.in0.valid & inq.i.ready):
-            with m.If(closes_in | merges_in):
-                m.d.sync += nostop_in.eq(0)
-            with m.Elif(store_in):
-                m.d.sync += nostop_in.eq(ip.has_data & (ip.stop == 0))
         i0 = inq.o
         p = i0.payload.beat
         refs_layout = beat_layout(pmu.buffer_type, pmu.rank - b)
@@ -130,6 +118,7 @@ class Writer(wiring.Component):
         length = Signal(range(pmu.max_entries + 1), name="w_len")
         nblk = Signal(range(pmu.max_blocks + 1), name="w_blocks")
         elems = Signal(range(pmu.max_entries + 1), name="w_elems")
+        prev_nostop = Signal(name="w_prev_nostop")
         last_addr = Signal(range(max(pmu.blocks * bsize, 2)), name="w_last_addr")
         cnt = [Signal(range(shape[b - 1 - j] + 1), name=f"w_count{j}") for j in range(b)]
 
@@ -148,8 +137,8 @@ class Writer(wiring.Component):
         m.d.comb += [
             closes.eq(i0.payload.closes),
             bare_done.eq(i0.payload.bare_done),
-            merge.eq(i0.payload.merges),
-            store.eq(i0.payload.store),
+            merge.eq(i0.payload.merges & prev_nostop),
+            store.eq(Mux(prev_nostop, hd, i0.payload.store)),
             need_alloc.eq(store & blk_needed),
             refs_push.eq(closes | (bare_done & ~open_)),
             t_eff.eq(Mux(closes, b - 1, s)),
@@ -251,11 +240,13 @@ class Writer(wiring.Component):
 
         with m.If(fire):
             with m.If(store):
-                m.d.sync += [last_addr.eq(addr),
+                m.d.sync += [last_addr.eq(addr), prev_nostop.eq(hd & i0.payload.no_stop),
                              off.eq(cur_off + 1), blk_needed.eq(cur_off == bsize - 1),
                              blk.eq(cur_blk)]
+            with m.If(merge):
+                m.d.sync += prev_nostop.eq(0)
             with m.If(closes):
-                m.d.sync += [open_.eq(0), length.eq(0), nblk.eq(0),
+                m.d.sync += [open_.eq(0), prev_nostop.eq(0), length.eq(0), nblk.eq(0),
                              elems.eq(0), blk_needed.eq(1)]
             with m.Elif(store):
                 m.d.sync += [open_.eq(1), head.eq(head_n), length.eq(len_n), nblk.eq(nblk_n),
