@@ -86,7 +86,7 @@ class _Clock:
 
 def build(verilog, device, *, out_dir, top="top", seeds=3, freq_mhz=None, jobs=2,
           progress=print, clock="clk", pins="auto", pack=True, name=None, storage_bits=None,
-          constraints=None, design_prefix=""):
+          constraints=None, design_prefix="", synth_flags=""):
     """Synthesize, place and route ``verilog`` for ``device``, time it and pack a bitstream.
 
     Parameters
@@ -128,6 +128,9 @@ def build(verilog, device, *, out_dir, top="top", seeds=3, freq_mhz=None, jobs=2
         The instance path of a stepforge system inside a board top (``"link.system."``): the
         report's rows are its units, and every cell outside it is the ``(board)`` row (the
         host link, clock and reset).
+    synth_flags : str
+        Options appended to the device's synthesis command (``"-dff"`` on the UP5K: ABC9 maps
+        with the flip-flops in view). If synthesis fails with them it runs again without.
 
     Returns
     -------
@@ -192,8 +195,12 @@ def build(verilog, device, *, out_dir, top="top", seeds=3, freq_mhz=None, jobs=2
             return subprocess.run([yosys, "-q", "-p", script], cwd=out, stdout=log,
                                   stderr=subprocess.STDOUT)
 
-    used = dev.synth
-    proc = synthesize(f"{dev.synth} -top {synth_top}", "w")
+    used = f"{dev.synth} {synth_flags}".strip()
+    proc = synthesize(f"{used} -top {synth_top}", "w")
+    if proc.returncode != 0 and synth_flags:
+        say(f"{used} failed; synthesizing again without {synth_flags} ...")
+        used = f"{dev.synth}  (without {synth_flags}: it failed)"
+        proc = synthesize(f"{dev.synth} -top {synth_top}", "a")
     if proc.returncode != 0 and dev.synth_fallback:
         say(f"{dev.synth} failed; synthesizing again with its fallback script ...")
         used = dev.synth_fallback.format(top=synth_top) + f"  (fallback: {dev.synth} failed)"

