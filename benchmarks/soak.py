@@ -95,7 +95,9 @@ KINDS = {
     "offchip_store": [("tests/test_hdl_offchip.py::test_linear_store_matches_interpreter", 1),
                       ("tests/test_hdl_offchip.py::test_random_store_matches_interpreter", 2)],
     "fifo": [("tests/test_hdl_fifo.py::test_random_streams", 1),
-             ("tests/test_hdl_fifo.py::test_beats_through_fifo", 1)],
+             ("tests/test_hdl_fifo.py::test_beats_through_fifo", 1),
+             ("tests/test_hdl_fifo.py::test_split_data_keeps_timing", 2),
+             ("tests/test_hdl_fifo.py::test_split_payload_keeps_timing", 2)],
     "partition": [("tests/test_hdl_partition.py::test_matches_interpreter", 2),
                   ("tests/test_hdl_partition.py::test_unrelated_selector_faults_like_interpreter",
                    2)],
@@ -117,7 +119,8 @@ KINDS = {
                ("tests/test_hdl_retile.py::test_valid_counts_match_interpreter", 1)],
     "addrgen": [("tests/test_hdl_addrgen.py::test_matches_interpreter", 1)],
     "beat": [("tests/test_hdl_beat.py::test_round_trip_any_element", 1),
-             ("tests/test_hdl_beat.py::test_round_trip_stream", 1)],
+             ("tests/test_hdl_beat.py::test_round_trip_stream", 1),
+             ("tests/test_hdl_beat.py::test_reader_delivers_every_beat_once", 1)],
 }
 
 
