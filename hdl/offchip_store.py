@@ -205,8 +205,9 @@ class LinearStoreUnit(wiring.Component):
             i.ready.eq(ok & (~i.payload.has_data | writer.cmd.ready)),
         ]
         take = Signal(name="take")
-        m.d.comb += take.eq(i.valid & i.ready)
-        with m.If(take & i.payload.has_data):
+        data_in = Signal(name="data_in")
+        m.d.comb += [take.eq(i.valid & i.ready), data_in.eq(take & i.payload.has_data)]
+        with m.If(data_in):
             m.d.sync += [count.eq(count + 1), filled.eq(count == p.ntiles - 1)]
             with m.If(col == gc - 1):
                 m.d.sync += [col.eq(0), addr.eq(addr + (p.row_step - (gc - 1) * p.col_step))]
@@ -214,7 +215,6 @@ class LinearStoreUnit(wiring.Component):
                 m.d.sync += [col.eq(col + 1), addr.eq(addr + p.col_step)]
         with m.If(take & i.payload.last):
             m.d.sync += seen_last.eq(1)
-        data_in = take & i.payload.has_data
         m.d.sync += closed.eq(closed | fault | (take & i.payload.last)
                               | (data_in & (count == p.ntiles - 1)))
         m.d.comb += [

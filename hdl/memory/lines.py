@@ -144,11 +144,9 @@ class LineGenerator(wiring.Component):
         lines, patterns = line_tables(self.port)
         nl = len(lines)
 
-        # (a head register and one behind it: a request's acceptance ends in the registers'
-        # valid bits and the second register's enable, with no write-address decode of a
-        # LUT-RAM behind the client's ``valid``, on a store's worst iCE40 path)
-        # (``split``: the two addresses sit in registers enabled by the client's push alone; the
-        # grant, which pops the head after a burst's last line, reaches only a read pointer)
+        # (``split``: the two addresses sit in registers enabled by the client's push alone, with
+        # no write-address decode of a LUT-RAM behind the client's ``valid``; the grant, which
+        # pops the head after a burst's last line, reaches only a read pointer)
         m.submodules.queue = queue = StreamFIFO(unsigned(g.addr_bits), 2, counters=False,
                                                 split=True)
         m.d.comb += [queue.i.payload.eq(self.req.payload.addr), queue.i.valid.eq(self.req.valid),

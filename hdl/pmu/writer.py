@@ -154,18 +154,16 @@ class Writer(wiring.Component):
         # any beat waits while ``refs`` is full, not only one that pushes a reference: whether a
         # beat closes a buffer (its kind and ``w_open``) stays out of the decision, which was the
         # worst iCE40 write-side path (26 ns over 7 cells). The FIFO has a third entry for it.
-        # ``go``: not halted and ``refs`` has room, one register (set from the FIFO's next level
-        # and ``halt``); a beat after an error may still be taken in the two cycles before
-        # ``go`` falls (its checks are still made, and the error is already raised)
+        # ``go``: not halted and ``refs`` has room, one register (set from the FIFO's level, the
+        # beat that pushes a reference this cycle and the pop, and from ``halt``); a beat after
+        # an error may still be taken in the two cycles before ``go`` falls (its checks are
+        # still made, and the error is already raised). The push is counted on ``fire``, not
+        # on the checked push: the flag may fall a cycle early after a faulty beat.
         go = Signal(name="w_go", init=1)
-        refs_n = Signal(range(4), name="w_refs_held")
         refs_pop = Signal(name="w_refs_pop")
-        m.d.comb += refs_pop.eq(self.refs.valid & self.refs.ready)
-        # (counted on ``fire``, not on the checked push: a faulty beat's reference is counted
-        # though never written, and the PMU halts anyway)
         refs_in = Signal(name="w_refs_in")
-        m.d.sync += [refs_n.eq(refs_n + refs_in - refs_pop),
-                     go.eq(~self.halt & below_after(refs_n, 3, refs_in, refs_pop))]
+        m.d.comb += refs_pop.eq(self.refs.valid & self.refs.ready)
+        m.d.sync += go.eq(~self.halt & below_after(refs_fifo.level, 3, refs_in, refs_pop))
         m.d.comb += ready_ok.eq(go & (~need_alloc | self.alloc.nonempty))
         # A beat is taken without waiting for its checks (they are not on the path into the
         # writer's registers): a beat over a bound or ending the stream in an open buffer is
