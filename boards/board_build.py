@@ -30,6 +30,7 @@ from .board_top import BoardTop
 from .build import build
 from .constraints import constraints
 from .presets import get_board
+from .nextpnr import DoesNotFit
 from .tools import BuildError
 
 __all__ = ["BoardBuild", "board_design", "build_board", "main_build", "SYSTEM_PATH"]
@@ -38,10 +39,11 @@ __all__ = ["BoardBuild", "board_design", "build_board", "main_build", "SYSTEM_PA
 SYSTEM_PATH = "link.system."
 
 
-def board_design(program, board, *, unit_cache=None):
-    """``(hw, system, top, verilog text)`` of ``program`` on ``board`` (module doc)."""
+def board_design(program, board, *, unit_cache=None, tile=None):
+    """``(hw, system, top, verilog text)`` of ``program`` on ``board`` (module doc), with the
+    hardware tile ``tile`` (``(rows, cols)``) instead of the preset's when given."""
     board = get_board(board)
-    config = board.config()
+    config = board.hardware_config(tile)
     if config.clock_hz != board.clock_hz:
         raise ValueError(f"board {board.name!r}: its config's clock_hz {config.clock_hz} is "
                          f"not the board's clock {board.clock_hz}")
@@ -82,8 +84,11 @@ class BoardBuild:
         return "\n".join(head) + "\n" + r.text() + f"\n\n  {r.name} on {b.name}: {verdict}"
 
 
-def build_board(program, board, *, out_dir, seeds=1, jobs=2, progress=print, unit_cache=None):
-    """Build ``program`` for ``board``: the bitstream and the report (module doc).
+def build_board(program, board, *, out_dir, seeds=1, jobs=2, progress=print, unit_cache=None,
+                tile=None):
+    """Build ``program`` for ``board``: the bitstream and the report (module doc). ``tile``
+    (``(rows, cols)``) replaces the preset's hardware tile; ``board.json`` records it, and a
+    run on the board must give the same (the host driver checks the design's id).
 
     Returns
     -------
@@ -101,7 +106,7 @@ def build_board(program, board, *, out_dir, seeds=1, jobs=2, progress=print, uni
     out.mkdir(parents=True, exist_ok=True)
     say = progress or (lambda line: None)
     say(f"converting {program.name} for {board.name} ...")
-    hw, system, top, text = board_design(program, board, unit_cache=unit_cache)
+    hw, system, top, text = board_design(program, board, unit_cache=unit_cache, tile=tile)
     (out / "top.v").write_text(text)
     name, pins = constraints(board, top.pins())
     (out / name).write_text(pins)
@@ -114,12 +119,20 @@ def build_board(program, board, *, out_dir, seeds=1, jobs=2, progress=print, uni
                    storage_bits=hw.geometry.size_words * hw.geometry.word_bytes * 8)
     (out / "board.json").write_text(json.dumps({
         "board": board.name, "program": program.name, "clock_hz": board.clock_hz,
-        "baud": board.baud, "bitstream": Path(report.bitstream).name if report.bitstream else None,
+        "baud": board.baud, "tile": [hw.config.tile_rows, hw.config.tile_cols],
+        "bitstream": Path(report.bitstream).name if report.bitstream else None,
         "fmax_mhz": round(report.fmax_mhz, 2), "met": report.met}, indent=1))
     return BoardBuild(board, report, out)
 
 
-def main_build(program, board, *, out_dir, seeds=3, jobs=2, freq=None):
+def _smaller_tile(rows, cols):
+    """The hardware tile of half the elements (the larger side halved), or None for 1x1."""
+    if rows * cols == 1:
+        return None
+    return (rows // 2, cols) if rows >= cols else (rows, cols // 2)
+
+
+def main_build(program, board, *, out_dir, seeds=3, jobs=2, freq=None, tile=None):
     """``stepforge build --board``: build, print the report; the exit status (0: a bitstream
     that meets the board's clock; 1: it does not fit, does not meet the clock, or a tool
     failed; 2: a wrong argument)."""
@@ -133,9 +146,17 @@ def main_build(program, board, *, out_dir, seeds=3, jobs=2, freq=None):
               f"({board.clock_hz / 1e6:g} MHz)", file=sys.stderr)
         return 2
     try:
-        result = build_board(program, board, out_dir=out_dir, seeds=seeds, jobs=jobs)
+        result = build_board(program, board, out_dir=out_dir, seeds=seeds, jobs=jobs, tile=tile)
     except BuildError as e:      # DoesNotFit is a BuildError
         print(f"error: {e}", file=sys.stderr)
+        if isinstance(e, DoesNotFit):
+            config = board.hardware_config(tile)
+            smaller = _smaller_tile(config.tile_rows, config.tile_cols)
+            if smaller:
+                print(f"hint: a smaller hardware tile narrows every beat, FIFO and register: "
+                      f"--tile {smaller[0]}x{smaller[1]} (this build's is "
+                      f"{config.tile_rows}x{config.tile_cols}); the run on the board takes the "
+                      "same --tile", file=sys.stderr)
         return 1
     print()
     print(result.text())

@@ -347,7 +347,7 @@ def _tensor_tiles(program):
         yield tensor, tuple(tile)
 
 
-def tensor_layouts(program, word, lanes):
+def tensor_layouts(program, word, lanes, spare_bytes=0):
     """How each tensor that off-chip operators move is laid out in memory, by name.
 
     **Row-major** (``{"pitch_words": P}``): row ``r`` at ``base + r * P``. The pitch is padded
@@ -359,10 +359,14 @@ def tensor_layouts(program, word, lanes):
     the tile's words rounded up to whole lines. **Decision:** a tensor that every operator moves
     in one tile shape is laid out by tiles when the row-major layout would start its tiles in
     different lanes (so every response and write would pass the memory's lane crossbar) and the
-    padding costs at most :data:`TILE_PADDING_BYTES` or a quarter of the tensor: every tile then
-    starts in lane 0, and the memory wires the client's words to its lanes at build time. The
-    host loads and reads tensors through :func:`~stepforge.hdl.memory.word_addresses`, so the
-    layout is invisible to a program.
+    padding costs at most :data:`TILE_PADDING_BYTES` or a quarter of the tensor, or fits in
+    ``spare_bytes`` (memory the RAMs hold anyway, :attr:`HardwareConfig.fixed_memory_bytes`,
+    shared by the tensors in program order): every tile then starts in lane 0, and the memory
+    wires the client's words to its lanes at build time. Idle memory is spent before logic: on
+    the iCE40's SPRAM a 1x2 int16 tile padded to a whole line removes the lane crossbar of every
+    client that moves such tiles (about 500 LUT4 for elementwise). The host loads and reads
+    tensors through :func:`~stepforge.hdl.memory.word_addresses`, so the layout is invisible to
+    a program.
     """
     tiles = {}
     for tensor, tile in _tensor_tiles(program):
@@ -381,8 +385,11 @@ def tensor_layouts(program, word, lanes):
         tile_words = tr * row_words
         tile_pitch = -(-tile_words // lanes) * lanes
         padding = (tile_pitch - tile_words) * grid[0] * grid[1] * word
+        cheap = padding <= max(TILE_PADDING_BYTES, tensor.nbytes // 4)
         if (len(set(shapes)) == 1 and any(step % lanes for step in steps)
-                and padding <= max(TILE_PADDING_BYTES, tensor.nbytes // 4)):
+                and (cheap or padding <= spare_bytes)):
+            if not cheap:
+                spare_bytes -= padding
             layouts[name] = {"tile": [tr, tc], "tile_row_words": row_words,
                              "tile_pitch_words": tile_pitch}
         else:
@@ -396,6 +403,44 @@ def _layout_words(tensor, layout, word):
         tr, tc = layout["tile"]
         return (tensor.shape[0] // tr) * (tensor.shape[1] // tc) * layout["tile_pitch_words"]
     return tensor.shape[0] * layout["pitch_words"]
+
+def _memory_map(program, config, layouts, word, lanes):
+    """Bases of the tensors (in ``layouts``) and of the host streams, each aligned to a line:
+    ``(tensor_base, tensors, stream_base, streams_in, streams_out, words)``."""
+    cursor = 0
+
+    def take(nbytes):
+        nonlocal cursor
+        base = cursor
+        words = -(-nbytes // word)
+        cursor += -(-words // lanes) * lanes
+        return base
+
+    tensor_base, tensors = {}, {}
+    for t in program.tensors.values():
+        lay = layouts.get(t.name) or {"pitch_words": t.shape[1] * t.dtype.nbytes // word}
+        tensor_base[t.name] = take(_layout_words(t, lay, word) * word)
+        tensors[t.name] = {"base": tensor_base[t.name], "bytes": t.nbytes, "shape": list(t.shape),
+                           "dtype": t.dtype.name, "role": t.role,
+                           "row_words": t.shape[1] * t.dtype.nbytes // word, **lay}
+    streams_in, streams_out, stream_base = {}, {}, {}
+    probe = LoweringContext(program, config, None, {}, {})   # layouts with their row bounds
+    for node in program.nodes:
+        if isinstance(node, (Input, Output)):
+            s = node.outputs[0] if isinstance(node, Input) else node.inputs[0]
+            layout = probe.layout(s)
+            wpb = -(-layout.size // (8 * word))
+            card = program.symbols.bound(program.cardinality(s))
+            if card is None:
+                raise LoweringError(f"{node.name}: stream {s.name} {fmt_shape(s.shape)} has no bound "
+                                    f"on its length; declare bounds for its symbols")
+            max_beats = 2 * card + 2      # every element plus at most one stop-only beat each
+            stream_base[node.name] = take(max_beats * wpb * word)
+            info = {"base": stream_base[node.name], "words_per_beat": wpb, "max_beats": max_beats,
+                    "rank": s.rank, "elem": repr(s.dtype)}
+            (streams_in if isinstance(node, Input) else streams_out)[node.name] = info
+    return tensor_base, tensors, stream_base, streams_in, streams_out, cursor
+
 
 def lower(program, config=None, *, depths=None, memory_slack_bytes=0, tiling="auto",
           fifo_sizing="lp", throughput=1.0, deadlock_check="warn"):
@@ -463,39 +508,17 @@ def lower(program, config=None, *, depths=None, memory_slack_bytes=0, tiling="au
     # Memory map: tensors first, then host streams, each aligned to a line.
     probe = MemoryGeometry.from_config(config, 1 << 20, word_bytes=word)
     word, lanes = probe.word_bytes, probe.lanes
-    cursor = 0
-
-    def take(nbytes):
-        nonlocal cursor
-        base = cursor
-        words = -(-nbytes // word)
-        cursor += -(-words // lanes) * lanes
-        return base
-
     layouts = tensor_layouts(program, word, lanes)
-    tensor_base, tensors = {}, {}
-    for t in program.tensors.values():
-        lay = layouts.get(t.name) or {"pitch_words": t.shape[1] * t.dtype.nbytes // word}
-        tensor_base[t.name] = take(_layout_words(t, lay, word) * word)
-        tensors[t.name] = {"base": tensor_base[t.name], "bytes": t.nbytes, "shape": list(t.shape),
-                           "dtype": t.dtype.name, "role": t.role,
-                           "row_words": t.shape[1] * t.dtype.nbytes // word, **lay}
-    streams_in, streams_out, stream_base = {}, {}, {}
-    probe = LoweringContext(program, config, None, {}, {})   # layouts with their row bounds
-    for node in program.nodes:
-        if isinstance(node, (Input, Output)):
-            s = node.outputs[0] if isinstance(node, Input) else node.inputs[0]
-            layout = probe.layout(s)
-            wpb = -(-layout.size // (8 * word))
-            card = program.symbols.bound(program.cardinality(s))
-            if card is None:
-                raise LoweringError(f"{node.name}: stream {s.name} {fmt_shape(s.shape)} has no bound "
-                                    f"on its length; declare bounds for its symbols")
-            max_beats = 2 * card + 2      # every element plus at most one stop-only beat each
-            stream_base[node.name] = take(max_beats * wpb * word)
-            info = {"base": stream_base[node.name], "words_per_beat": wpb, "max_beats": max_beats,
-                    "rank": s.rank, "elem": repr(s.dtype)}
-            (streams_in if isinstance(node, Input) else streams_out)[node.name] = info
+    tensor_base, tensors, stream_base, streams_in, streams_out, cursor = _memory_map(
+        program, config, layouts, word, lanes)
+    fixed = config.fixed_memory_bytes
+    if fixed is not None:    # pad tiles to lines in the memory the RAMs hold anyway
+        spare = fixed - cursor * word - memory_slack_bytes
+        padded = tensor_layouts(program, word, lanes, spare_bytes=max(spare, 0))
+        if padded != layouts:
+            layouts = padded
+            tensor_base, tensors, stream_base, streams_in, streams_out, cursor = _memory_map(
+                program, config, layouts, word, lanes)
     memory_bytes = max(cursor * word + memory_slack_bytes, word * lanes)
     limit = MAX_MEMORY_BYTES.get(config.family, MAX_MEMORY_BYTES[None])
     if memory_bytes > limit:

@@ -7,6 +7,9 @@ from ..compiler.types import DType, fp32, int8, int16, int32
 
 __all__ = ["HardwareConfig", "FAMILIES"]
 
+#: Rows of an iCE40 ``SB_SPRAM256KA`` (16 bits each).
+SPRAM_ROWS = 16384
+
 #: The FPGA families a :class:`HardwareConfig` can organize its block RAMs for.
 FAMILIES = (None, "ecp5", "ice40")
 
@@ -125,6 +128,15 @@ class HardwareConfig:
     def mem_bytes_per_cycle(self):
         """Peak off-chip bytes per cycle over all channels."""
         return self.mem_channels * self.mem_bytes_per_channel
+
+    @property
+    def fixed_memory_bytes(self):
+        """Bytes the memory's RAMs hold whatever the program needs, or None when the RAMs are
+        sized to the program: on ``family="ice40"`` every lane is ``SB_SPRAM256KA`` of 16K rows
+        (128 KB for the preset's four 16-bit lanes), so memory below that costs nothing."""
+        if self.family == "ice40":
+            return SPRAM_ROWS * self.mem_bytes_per_cycle
+        return None
 
     def replace(self, **changes):
         """A copy with ``changes`` applied (validated like the constructor)."""

@@ -71,7 +71,7 @@ def cmd_run(args):
             return 2
         from .runner import run_board  # deferred: Amaranth and the host link
         ok = run_board(pf, board=args.board, port=args.port, params=_params(args),
-                       seed=args.seed, trace=_trace(args), timeout=args.timeout)
+                       seed=args.seed, trace=_trace(args), timeout=args.timeout, tile=args.tile)
     elif args.level == "ref":
         from .runner import run_reference  # deferred: Amaranth, 0.5 s
         ok = run_reference(pf, params=_params(args), seed=args.seed, trace=_trace(args))
@@ -144,10 +144,6 @@ def cmd_compile(args):
 
 def cmd_build(args):
     if args.board is not None:
-        if args.tile is not None:
-            print("error: --tile applies to --device builds (a board's preset fixes its tile)",
-                  file=sys.stderr)
-            return 2
         if args.synth_flags:
             print("error: --synth-flags applies to --device builds", file=sys.stderr)
             return 2
@@ -155,7 +151,7 @@ def cmd_build(args):
         pf = load(args.program)
         return main_build(pf.build(**_params(args)), args.board, freq=args.freq,
                           out_dir=args.output or Path("build") / f"{pf.name}-{args.board}",
-                          seeds=args.seeds, jobs=args.jobs)
+                          seeds=args.seeds, jobs=args.jobs, tile=args.tile)
     from .fpga import build_program  # deferred: Amaranth, 0.5 s
     pf = load(args.program)
     out = Path(args.output or Path("build") / f"{pf.name}-{args.device}")
@@ -208,7 +204,8 @@ def main(argv=None):
     r.add_argument("--fifo-sizing", choices=["rule", "lp"], help="FIFO depths (--level perf)")
     r.add_argument("--config", choices=["sim", "ice40", "ecp5"], default="sim")
     r.add_argument("--tile", metavar="RxC", type=tile_arg,
-                   help="the hardware tile instead of the config's")
+                   help="the hardware tile instead of the config's (with --board: the one the "
+                        "bitstream was built with)")
     r.add_argument("--stall", action="store_true", help="random back-pressure on every FIFO and the memory")
     r.add_argument("--watchdog", type=int, default=10_000, help="cycles without progress = deadlock")
     r.add_argument("--waves", action="store_true", help="write dump.vcd")
@@ -236,8 +233,9 @@ def main(argv=None):
                    help="target clock (default: the device preset's clock)")
     b.add_argument("--trace", metavar="T", help="a trace (JSON) supplying parameters")
     b.add_argument("--tile", metavar="RxC", type=tile_arg,
-                   help="with --device: the hardware tile instead of the preset's (4x4 on the "
-                        "up5k: 8 MAC16 for GEMV)")
+                   help="the hardware tile instead of the device's or board's preset (4x4 on "
+                        "the up5k: 8 MAC16 for GEMV; 1x2 fits GEMM and elementwise on the "
+                        "icebreaker)")
     b.add_argument("--synth-flags", metavar="FLAGS", default="",
                    help="with --device: options added to the synthesis command, e.g. "
                         "--synth-flags=-dff on the up5k (shallower logic; if synthesis fails "

@@ -230,17 +230,18 @@ def check_and_report(program, tensors, inputs, res, *, speed=None, out=print):
     return ok
 
 
-def run_board(pf, *, board, port, params=None, seed=0, trace=None, timeout=60.0, out=print):
+def run_board(pf, *, board, port, params=None, seed=0, trace=None, timeout=60.0, out=print,
+              tile=None):
     """Run ``pf`` on ``board`` over the UART host link and check it bit for bit as
     :func:`run_hardware` does, with the board's clock and the wall time. ``port`` is a serial
     device, or ``"sim"``: the board's own design (bridge included) in Verilator behind a
-    simulated serial line."""
+    simulated serial line. ``tile`` is the hardware tile of the build, if not the preset's."""
     program = pf.build(**(params or {}))
     data = pf.data(program, seed=seed, trace=trace)
     tensors, inputs = data.get("tensors", {}), data.get("inputs", {})
     try:
         spec, res = board_run(program, tensors, inputs, board=board, port=port, timeout=timeout,
-                              progress=lambda msg: out(f"[stepforge] {msg}"))
+                              progress=lambda msg: out(f"[stepforge] {msg}"), tile=tile)
     except (LinkError, OSError) as exc:
         out(f"error: {exc}")
         return False

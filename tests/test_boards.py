@@ -158,6 +158,20 @@ def test_board_design_has_only_the_board_pins_as_ports(name, leds):
     assert ("EHXPLLL" in text) == (name == "ulx3s-85f")
 
 
+def test_a_board_build_and_run_take_a_smaller_tile():
+    from stepforge.boards.board_build import _smaller_tile
+    from stepforge.boards.host.run import resolve_board
+    b = get_board("icebreaker")
+    assert (b.hardware_config().tile_rows, b.hardware_config().tile_cols) == (2, 2)
+    assert b.hardware_config((1, 2)) == b.config().replace(tile_rows=1, tile_cols=2)
+    assert resolve_board("icebreaker", (1, 2)).config == b.hardware_config((1, 2))
+    hw, _, _, _ = board_design(copy_program(), "icebreaker", tile=(1, 2))
+    assert (hw.config.tile_rows, hw.config.tile_cols) == (1, 2)
+    # the does-not-fit hint halves the larger side
+    assert [_smaller_tile(*t) for t in ((4, 4), (2, 2), (1, 2), (2, 1), (1, 1))] == [
+        (2, 4), (1, 2), (1, 1), (1, 1), None]
+
+
 @pytest.mark.parametrize("name, cable", [
     ("icebreaker", "FT2232H (USB 0403:6010)"),
     ("ulx3s-85f", "FT231X (USB 0403:6015)"),

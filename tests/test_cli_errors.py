@@ -326,11 +326,6 @@ def test_malformed_tile(capsys, argv):
     assert "Traceback" not in err
 
 
-def test_tile_is_for_device_builds(capsys):
-    status, _, err = _run(capsys, ["build", GEMV, "--board", "icebreaker", "--tile", "4x4"])
-    assert status == 2 and "--tile applies to --device builds" in err
-
-
 def test_the_performance_model_refuses_a_cyclic_program_in_words(capsys):
     attn = str(ROOT / "examples" / "decode_attention.py")
     status, out, err = _run(capsys, ["run", attn, "--level", "perf"])

@@ -107,6 +107,32 @@ def test_the_lowering_lays_out_by_tiles_where_it_helps():
         assert len(set(addrs.tolist())) == len(addrs) and addrs.max() < hw.geometry.size_words
 
 
+def test_the_ice40_pads_tiles_into_the_spram_it_holds_anyway():
+    # iCE40 preset: four 16-bit lanes of SPRAM, 128 KB whatever the program needs
+    config = HardwareConfig.ice40_up5k()
+    assert config.fixed_memory_bytes == 131072 and HardwareConfig.sim().fixed_memory_bytes is None
+    # elementwise on 1x2 int16 tiles: a tile is 2 of the 4 lanes, so row-major tiles start in
+    # lanes 0 and 2. Padding every tile to a line doubles each 8 KB tensor: more than the rule's
+    # quarter, but the SPRAM holds it, so every tensor is tile-major and the memory is 64 KB
+    ew = lower(_example("elementwise"), config.replace(tile_rows=1, tile_cols=2))
+    for name in "ABCY":
+        t = ew.tensors[name]
+        assert (t["tile"], t["tile_row_words"], t["tile_pitch_words"]) == ([1, 2], 2, 4)
+    assert ew.memory_bytes == 65536
+    # the same program on the ECP5 (block RAM sized to the program) keeps the quarter rule
+    ecp5 = lower(_example("elementwise"),
+                 device_config("ecp5-85f").replace(tile_rows=1, tile_cols=2, dtype=int16))
+    assert all("tile" not in t for t in ecp5.tensors.values())
+    # GEMV 256x256 on 2x2 tiles: padding W (64 KB of 2-byte tiles) would not fit beside the
+    # rest, so W stays row-major while the small x is padded
+    gemv = lower(_example("gemv"), config)
+    assert "tile" not in gemv.tensors["W"] and gemv.tensors["X"]["tile"] == [1, 2]
+    assert gemv.memory_bytes <= config.fixed_memory_bytes
+    for hw in (ew, gemv):
+        addrs = np.concatenate([word_addresses(i) for i in hw.tensors.values()])
+        assert len(set(addrs.tolist())) == len(addrs) and addrs.max() < hw.geometry.size_words
+
+
 def test_times_const_is_the_product_without_a_multiplier():
     m = Module()
     k = Signal(6, name="k")

@@ -34,19 +34,21 @@ class BoardSpec:
     baud: int
 
 
-def resolve_board(name):
+def resolve_board(name, tile=None):
     """The :class:`BoardSpec` of board ``name``, from its preset
-    (:func:`~stepforge.boards.presets.get_board`; ``ValueError`` for an unknown board)."""
+    (:func:`~stepforge.boards.presets.get_board`; ``ValueError`` for an unknown board), with
+    the hardware tile ``tile`` (``(rows, cols)``) instead of the preset's when given."""
     board = get_board(name)
-    return BoardSpec(board.name, board.config(), board.clock_hz, board.baud)
+    return BoardSpec(board.name, board.hardware_config(tile), board.clock_hz, board.baud)
 
 
 def board_run(program, tensors, inputs, *, board, port, timeout=60.0, retries=4,
-              progress=None):
-    """Run ``program`` on ``board`` through ``port`` (module doc); return ``(spec, result)``."""
+              progress=None, tile=None):
+    """Run ``program`` on ``board`` through ``port`` (module doc); return ``(spec, result)``.
+    ``tile`` is the hardware tile the bitstream was built with, if not the preset's."""
     say = progress or (lambda msg: None)
     try:
-        spec = resolve_board(board)
+        spec = resolve_board(board, tile)
     except ValueError as exc:
         raise LinkError(str(exc)) from exc
     if port == SIM:

@@ -101,6 +101,16 @@ class Board:
     def __repr__(self):
         return f"get_board({self.name!r})"
 
+    def hardware_config(self, tile=None):
+        """The board's :class:`~stepforge.hdl.config.HardwareConfig`: :attr:`config`'s, with the
+        hardware tile ``tile`` (``(rows, cols)``) instead of the preset's when given (a smaller
+        tile narrows every beat, FIFO and register: how a larger program fits a small chip)."""
+        config = self.config()
+        if tile is None:
+            return config
+        rows, cols = tile
+        return config.replace(tile_rows=rows, tile_cols=cols)
+
     def new_platform(self):
         """An instance of :attr:`platform` with :attr:`extra_resources` added."""
         platform = self.platform()
