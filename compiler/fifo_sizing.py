@@ -91,8 +91,10 @@ def unit_timing(comp, node):
     if wpb is not None and geometry is not None:          # host streams
         per = -(-wpb // geometry.lanes)
         if node.outputs:
-            return UnitTiming(interval=per + geometry.latency + 2, latency=per + geometry.latency + 2)
-        return UnitTiming(hold=per + 2)
+            # the pipelined BeatReader: a beat per burst of ``per`` lines (the memory moves one
+            # line a cycle), its first beat ``mem_latency + per + 2`` cycles after the start
+            return UnitTiming(interval=per, latency=per + geometry.latency + 2)
+        return UnitTiming(hold=per + 2)                   # the BeatWriter: a beat at a time
     if isinstance(node, Broadcast):
         return UnitTiming(latency=1, buffer=getattr(comp, "depth", 2))
     return UnitTiming()      # a look-ahead's wait for the next beat is in the holds
