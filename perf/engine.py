@@ -218,6 +218,10 @@ class StepSeq(Actor):
                                                   _uniform(off[slack:]))
                 held.append((e, st, _uniform(off), slack, tail))
         self._plan = ins, comb, held
+        # the unit's own output loop in closed form (:meth:`update`) when a result's readiness
+        # never binds a later step through the slack, only the FIFO's room does
+        self._closed = all(_closed_form(self.cost, steps, off, slack)
+                           for e, steps, off, slack in self.outs if slack)
         # the first input with a beat in every step starts the inputs' bound
         self._full = next((i for i, (_, st, _) in enumerate(ins) if st is None), None)
         self._coff = offsets(S, None if self.unit_cost else self.cost)
@@ -325,6 +329,22 @@ class StepSeq(Actor):
             T = chain(base, c=c)
             new = self._pushes(T)
             self._settled = True
+        elif self._closed:
+            # pushes are chain(max(ready, room)) = max(chain(ready), chain(room)); the ready
+            # part never binds a step (_closed_form), so the steps wait for chain(room) alone
+            rooms = [chain(e.room()) for e, *_ in held]
+            a = base.copy()
+            for (e, st, off, slack, tail), R in zip(held, rooms):
+                if tail is not None:
+                    _raise(a, tail[0], R[:-slack] - tail[1])
+            T = chain(a, c=c)
+            new = []
+            for (e, st, off, slack, tail), R in zip(held, rooms):
+                ready = T + off if st is None else T[st] + off
+                if type(off) is not int:
+                    ready = chain(ready)        # else ready already rises by 1 a beat at least
+                new.append(np.maximum(ready, R, out=ready))
+            self._settled = True
         else:
             pushes = [e.P for e, *_ in bounded]
             self._settled = False
@@ -405,6 +425,17 @@ class StepSeq(Actor):
 
     def end(self):
         return int(self.T[-1] + self.cost[-1]) if self.S else 0
+
+
+def _closed_form(cost, steps, off, slack):
+    """Whether a held output (beats in ``steps``, ready ``off`` after their step starts) never
+    holds a later step back through its ``slack`` except by the FIFO's room: for beats ``i <
+    j`` the step of beat ``j`` starts at least ``cost[steps[i]] + (j - i - 1)`` after beat
+    ``i``'s, so ``off[i] - cost[steps[i]] - off[j] <= slack - 1`` makes beat ``i``'s readiness
+    (and its chain, one beat a cycle) no later than what beat ``j = i + slack`` waits for."""
+    if len(off) <= slack:
+        return True
+    return int((off - cost[steps]).max()) - int(off.min()) <= slack - 1
 
 
 def _le(a, b):

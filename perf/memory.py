@@ -11,6 +11,16 @@ fixed point cannot iterate on, so the model grants in two passes:
    pass 1 (lines of requests made in the same cycle interleave, as the round robin does), one
    line per cycle: ``g = max(r, g_prev + 1)`` along that order. A fixed order is monotone, and
    the free schedule's order respects every dependency of the program, so it adds no cycle.
+3. *round robin* (only when the ordered grants starve a load, :meth:`Memory.starved`; at most
+   ``model.ROUND_ROBIN_PASSES`` times): the free schedule runs every client at a line per
+   cycle, so a load that starts later (MoE's expert weights) finds every line the others
+   requested before it, in that too fast schedule, ahead of it in the order, where the
+   hardware's round robin serves a client with an empty queue within one turn of the others.
+   The order is then the one a round robin gives the last schedule's requests
+   (:meth:`Memory.round_robin_order`), each line kept after every line it may depend on (a
+   request whose grant, plus the fewest cycles from a grant to a request that depends on it,
+   is at most its own request: the order stays legal), and the fixed point is solved again
+   from pass 1's, which lies below every order's.
 """
 
 import numpy as np
@@ -107,6 +117,62 @@ class Memory(Actor):
         line = np.concatenate([np.tile(np.arange(c.lines), c.count) for c in live])
         who = np.concatenate([np.full(c.count * c.lines, i) for i, c in enumerate(live)])
         self.order = np.lexsort((who, line, times))
+
+    def starved(self):
+        """Whether the current grants starve a reader (a load, a host stream): its first request
+        waited more than the ``n - 1`` cycles a round robin over ``n`` clients lets a client
+        with an empty queue wait. (A starved store delays its own end, and its producer once
+        its tile queue is full; a starved load every unit after it: only loads are worth
+        another pass.)"""
+        live = self.live
+        n = len(live)
+        return any(int(c.last[0]) - int(c.times[0]) - (c.lines - 1) > n - 1
+                   for c in live if c.kind == "read")
+
+    def round_robin_order(self, grants, lag):
+        """The order in which a round robin over the clients grants their lines when every
+        request comes at its current time (module doc, pass 3): an array of line indices, as
+        :meth:`set_order`'s. ``grants``: per client, the grant of each request's last line in
+        a schedule of these requests; ``lag``: per client, the fewest cycles from one of its
+        grants to a request that depends on it. A line goes after the lines of every request
+        whose grant plus lag is at most its own request time: what it may depend on."""
+        live = self.live
+        n = len(live)
+        arrive = [np.repeat(c.times, c.lines).tolist() for c in live]
+        base = np.cumsum([0] + [c.count * c.lines for c in live]).tolist()
+        total = base[-1]
+        granted_at = np.concatenate([np.repeat(g + d - 1, c.lines)
+                                     for c, g, d in zip(live, grants, lag)])
+        by_grant = np.argsort(granted_at, kind="stable").tolist()
+        ranked = np.sort(granted_at)
+        need = [np.searchsorted(ranked, a, side="left").tolist() for a in arrive]
+        done_line = bytearray(total)
+        done = 0                        # lines in grant order, all of them served
+        nxt = [0] * n
+        last = [len(a) for a in arrive]
+        order = []
+        ptr = n - 1
+        t = min(a[0] for a in arrive if a)
+        while len(order) < total:
+            pick = -1
+            for d in range(1, n + 1):
+                i = (ptr + d) % n
+                k = nxt[i]
+                if k < last[i] and arrive[i][k] <= t and need[i][k] <= done:
+                    pick = i
+                    break
+            if pick < 0:
+                t = max(t + 1, min(arrive[i][nxt[i]] for i in range(n) if nxt[i] < last[i]))
+                continue
+            line = base[pick] + nxt[pick]
+            order.append(line)
+            done_line[line] = 1
+            nxt[pick] += 1
+            ptr = pick
+            t += 1
+            while done < total and done_line[by_grant[done]]:
+                done += 1
+        return np.array(order, dtype=np.int64)
 
     def update(self):
         changed = False

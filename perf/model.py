@@ -189,7 +189,7 @@ def build(hw, ref, timing=None, depths=None):
     return edges, actors, mem
 
 
-def _settle(edges, actors, mem, max_rounds=None):
+def _settle(edges, actors, mem, max_rounds=None, timing=None):
     """The fixed point with each client alone at the memory, then again with the memory's lines
     in the order of that schedule (:mod:`stepforge.perf.memory`)."""
     mem.order = None
@@ -200,15 +200,70 @@ def _settle(edges, actors, mem, max_rounds=None):
     mem.set_order()
     if not mem.update():
         return rounds           # the shared grant delays nothing: already the fixed point
+
     # the shared grant is never earlier than a client's own, so the first fixed point is below
     # the second: iterating from it still reaches the least one. Only the actors that watch a
     # client whose grants moved (and what they move in turn) update again: the others' inputs
     # are what they were at the first fixed point (a client's estimate with the order set is
     # its own grants while its grants are the first pass's). The memory watches its clients'
     # requests: its entry is kept, it has just been updated with the order.
-    seen[actors.index(mem)] = [o.version for o in mem.watch]
+    at = actors.index(mem)
+    free = _snapshot(edges, actors, mem, seen) if ROUND_ROBIN_PASSES else None
+    seen[at] = [o.version for o in mem.watch]
     r = solve(actors, max_rounds, seen=seen)
-    return None if r is None else rounds + r
+    if r is None:
+        return None
+    rounds += r
+    # a load that starts late waits behind the free schedule's lines (pass 3 of perf.memory):
+    # the order of a round robin over this schedule's requests, solved again from the first
+    # fixed point (below every order's), until no load starves
+    lag = _lags(mem, timing or Timing())
+    for _ in range(ROUND_ROBIN_PASSES):
+        if not mem.starved():
+            break
+        order = mem.round_robin_order([c.last for c in mem.live], lag)
+        seen = _restore(free)
+        mem.order = order
+        mem.update()
+        seen[at] = [o.version for o in mem.watch]
+        r = solve(actors, max_rounds, seen=seen)
+        if r is None:
+            return None
+        rounds += r
+    return rounds
+
+
+#: Round-robin passes at most after the ordered one (``perf.memory``, pass 3).
+ROUND_ROBIN_PASSES = 2
+
+
+def _lags(mem, tm):
+    """Per live client, the fewest cycles from one of its grants to a request (as the memory
+    sees it: the unit's step plus ``grant_delay``) that depends on it: a read's line reaches
+    its beat ``mem_latency`` plus at least ``reader_ready`` cycles later, a store acknowledges
+    a cycle after its grant; a FIFO takes a cycle; then the requesting unit's step."""
+    ready = min(tm.load_ready, tm.reader_ready)
+    out = []
+    for c in mem.live:
+        first = mem.geometry.latency + ready if c.kind == "read" else 1
+        out.append(first + 1 + tm.grant_delay)
+    return out
+
+
+def _snapshot(edges, actors, mem, seen):
+    """Everything the fixed point changes, to solve again from this point (:func:`_restore`):
+    arrays are replaced, never written in place, so shallow copies keep them."""
+    return ([(o, dict(o.__dict__)) for o in list(edges.values()) + actors]
+            + [(o, dict(o.__dict__)) for c in mem.clients for o in (c, c.req)], list(seen))
+
+
+def _restore(snap):
+    """Put back a :func:`_snapshot`; return its ``seen`` list (a copy)."""
+    objects, seen = snap
+    for o, state in objects:
+        o.__dict__.clear()
+        o.__dict__.update(state)
+    return list(seen)
 
 
 def _deadlock(edges, actors, shown=6):
@@ -261,7 +316,7 @@ def predict(hw, ref=None, *, timing=None, depths=None, max_rounds=None):
     t0 = time.perf_counter()
     tm = timing or Timing()
     edges, actors, mem = build(hw, ref, tm, depths)
-    rounds = _settle(edges, actors, mem, max_rounds)
+    rounds = _settle(edges, actors, mem, max_rounds, tm)
     if rounds is None:
         raise _deadlock(edges, actors)
     by_name = {getattr(a, "name", None): a for a in actors}

@@ -20,7 +20,7 @@ from ..compiler.ops.offchip import (LinearOffChipLoad, LinearOffChipStore, Rando
                                     RandomOffChipStore)
 from ..compiler.ops.routing import Broadcast, EagerMerge, Parallelize, Partition, Reassemble
 from .beats import fit, mapping_in, mapping_out
-from .engine import StepSeq
+from .engine import NEG, StepSeq, _steps, same
 from .offchip import LoadActor, ReaderActor, StoreActor
 
 __all__ = ["build_unit", "value_ports", "Timing"]
@@ -38,6 +38,8 @@ class Timing:
                             # replay engine's command queue is one of them)
     pmu_slack = 2           # the read side's two-entry output FIFO
     router_start = 1        # a router loads its first selector element
+    select_ready = 2        # a group's first beat moves 2 cycles after its selector element's
+                            # push at the earliest (visible, then in the unit's register)
     reader_ready = 1        # a host stream beat leaves its reader's FIFO the cycle after its
                             # last line arrives: mem_latency + 1 after that line's grant
     end = 2                 # the done flag and the cycle counter after the last sink finished
@@ -124,6 +126,42 @@ def _chunks(beats, b):
     return cid
 
 
+class RouterSeq(StepSeq):
+    """A router whose selector element sits in a register (Partition, Reassemble: the Timing
+    of ``hdl/partition.py``, ``hdl/reassemble.py``). Element ``j`` is taken as the last beat of
+    the group before it moves, or the cycle after it arrives when the router waits for it; its
+    group's first beat moves the cycle after it was taken. So the selector FIFO frees an entry
+    a group earlier than a plain input would, and a late element costs one cycle more.
+
+    ``sel_idx``: per step, the selector beat whose group starts there (-1: none)."""
+
+    def __init__(self, name, cost, ins, outs, sel, sel_idx, t0, ready):
+        super().__init__(name, cost, ins, outs, t0=t0)
+        steps = _steps(name, sel, np.asarray(sel_idx, dtype=np.int64))
+        sel.dst = self
+        self.sel = sel
+        first = steps == 0
+        self._sel_prev = np.where(first, 0, steps - 1)
+        self._first = first if first.any() else None
+        self.watch.append(sel)
+        self.extra.append(lambda: [(steps, sel.P + ready)])
+
+    def update(self):
+        changed = super().update()
+        sel = self.sel
+        if not sel.n:
+            return changed
+        C = self.T[self._sel_prev]
+        if self._first is not None:
+            C[self._first] = NEG
+        np.maximum(C, sel.P + 1, out=C)
+        if not same(sel.C, C):
+            sel.C = C
+            sel.version += 1
+            changed = True
+        return changed
+
+
 def _masks(beats):
     return [int(v) for v in beats.values]
 
@@ -154,8 +192,8 @@ def _partition(u, ins, outs, tm):
     for k, name in enumerate(node.output_names):
         e = outs[name]
         outs_.append((e, fit(emits[k], e.n, S), 0, 0))
-    return [StepSeq(u.name, np.ones(S, dtype=np.int64),
-                    [(x, in_x), (sel, fit(in_sel, sel.n, S))], outs_, t0=tm.router_start)]
+    return [RouterSeq(u.name, np.ones(S, dtype=np.int64), [(x, in_x)], outs_, sel,
+                      fit(in_sel, sel.n, S), tm.router_start, tm.select_ready)]
 
 
 def _take_chunk(beats, pos, b):
@@ -200,8 +238,6 @@ def _gather(u, ins_list, sel_values, b, out_names, outs, tm, sel_in=None):
         in_maps.append((e, fit(em, e.n, S)))
     sel_em = np.zeros(S, dtype=bool)
     sel_em[np.array(step_sel, dtype=np.int64)] = True
-    if sel_in is not None:
-        in_maps.append((sel_in, fit(sel_em, sel_in.n, S)))
     data_em = np.ones(S, dtype=bool)
     data_em[-1] = False
     out_maps = []
@@ -209,6 +245,9 @@ def _gather(u, ins_list, sel_values, b, out_names, outs, tm, sel_in=None):
         e = outs[name]
         em = sel_em if name == "select" else data_em
         out_maps.append((e, fit(em, e.n, S), 0, 0))
+    if sel_in is not None:
+        return [RouterSeq(u.name, np.ones(S, dtype=np.int64), in_maps, out_maps, sel_in,
+                          fit(sel_em, sel_in.n, S), tm.router_start, tm.select_ready)]
     return [StepSeq(u.name, np.ones(S, dtype=np.int64), in_maps, out_maps, t0=tm.router_start)]
 
 

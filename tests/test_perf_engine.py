@@ -9,7 +9,11 @@
 * the forward-and-back sweep, the skipped quiet updates (outputs whose new pops bind nothing,
   new bounds that bind no step) and the exchanges through depth-1 FIFOs reach the same fixed
   point as forward sweeps that recompute every unit: every beat's push and pop, the cycles, the units' stalls and the FIFOs'
-  high-water marks; a deadlock stays a deadlock.
+  high-water marks; a deadlock stays a deadlock;
+* a unit's own output loop in closed form gives the iterated loop's schedule;
+* a router takes its next selector element as the group before it ends (its register), and a
+  load that the free schedule's memory order starves is served by round robin (no load's first
+  request waits more than a turn of the others).
 """
 
 import functools
@@ -22,12 +26,15 @@ from stepforge.compiler.lower import lower
 from stepforge.perf import Deadlock, model, needs_run, predict
 from stepforge.perf.beats import beats_of, shape_beats, static_shape
 from stepforge.perf.model import data_streams, run_for, value_streams
+from stepforge.perf import engine
 from stepforge.perf.engine import StepSeq, chain, solve
+from stepforge.perf.units import RouterSeq
 from stepforge.compiler.types import Tile
 from stepforge.contract.tokens import is_stop
 from stepforge.sim.ref.interpreter import run
 
 from .test_perf import X, _zip_side, deadlock_program
+from .helpers import EXAMPLES
 from .test_perf_rtl import _example
 
 CASES = [("matmul", {"M": 8, "K": 8, "N": 8}), ("swiglu", {"B": 8, "H": 8, "I": 8, "t": 8}),
@@ -150,3 +157,59 @@ def test_fast_fixed_point_keeps_deadlocks_and_their_threshold(monkeypatch):
     with pytest.raises(Deadlock):
         predict(hw, ref)
     assert {d: _schedule(predict(hw, ref, depths={side.name: d})) for d in fast} == fast
+
+
+@pytest.mark.parametrize("name,params", CASES)
+def test_closed_form_output_loop_is_the_iterated_one(name, params, monkeypatch):
+    hw, ref = _lowered(name, params)
+    closed = []
+    plain = engine._closed_form
+    monkeypatch.setattr(engine, "_closed_form", lambda *a: closed.append(plain(*a)) or closed[-1])
+    fast = _schedule(predict(hw, ref))
+    assert any(closed)
+    monkeypatch.setattr(engine, "_closed_form", lambda *a: False)
+    assert _schedule(predict(hw, ref)) == fast
+
+
+def _trace_moe(tiling):
+    from stepforge.loader import load, load_trace
+    pf = load(EXAMPLES / "moe.py")
+    tr = load_trace(EXAMPLES.parent / "traces" / "moe_skewed_t32_e4_top2.json")
+    program = pf.build(**{**tr.get("params", {}), "tiling": tiling})
+    data = pf.data(program, seed=1, trace=tr)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        hw = lower(program)
+    return hw, run_for(hw, data.get("tensors", {}), data.get("inputs", {}))
+
+
+def test_a_router_takes_its_next_selector_as_the_group_before_it_ends():
+    hw, ref = _trace_moe("static")
+    edges, actors, mem = model.build(hw, ref)
+    assert model._settle(edges, actors, mem) is not None
+    routers = [a for a in actors if isinstance(a, RouterSeq)]
+    assert {type(u.node).__name__ for u in hw.units if u.name in {a.name for a in routers}} \
+        == {"Partition", "Reassemble"}
+    for a in routers:
+        sel, first = a.sel, a._sel_prev + 1
+        first[a._first] = 0
+        starts = a.T[first]
+        # element j is taken the cycle after it arrives, or with the last beat of group j - 1
+        want = np.maximum(sel.P + 1, np.where(a._first, sel.P + 1, a.T[a._sel_prev]))
+        assert sel.C.tolist() == want.tolist()
+        # and its group's first beat moves at least two cycles after its push
+        assert (starts >= sel.P + 2).all() and (starts > sel.C).all()
+
+
+def test_a_starved_load_is_served_by_round_robin(monkeypatch):
+    hw, ref = _trace_moe("static")
+    got = {}
+    for passes in (0, model.ROUND_ROBIN_PASSES):
+        monkeypatch.setattr(model, "ROUND_ROBIN_PASSES", passes)
+        edges, actors, mem = model.build(hw, ref)
+        assert model._settle(edges, actors, mem) is not None
+        got[passes] = (mem.starved(), predict(hw, ref).cycles)
+    # the free schedule's order makes an expert's weights wait behind the selector stream's and
+    # the tokens' lines; round robin serves them within a turn (Verilator: 360 cycles)
+    assert got[0][0] and not got[model.ROUND_ROBIN_PASSES][0]
+    assert got[0][1] > got[model.ROUND_ROBIN_PASSES][1]
