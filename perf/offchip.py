@@ -59,6 +59,15 @@ class LoadActor(Actor):
             ok = k >= 0
             self._slots = (d[ok], d[k[ok]]) if ok.any() else None
         self._extra = self.latency + self.tm.load_ready
+        self._closed_slots()
+
+    def _closed_slots(self):
+        # a tile's own data (its line granted ``grant_delay`` after its command, a line per
+        # tile, ready ``_extra`` later) frees its slot no later than ``buf`` commands on: only
+        # what does not depend on this unit's commands (the FIFO's room, the memory's grants
+        # to the others) can hold a command back, and the loop closes in one pass
+        self._closed = (self.client.lines == 1
+                        and self.tm.grant_delay + self._extra + self.slot_free <= self.buf)
 
     def update(self):
         if not hasattr(self, "_every"):
@@ -75,6 +84,16 @@ class LoadActor(Actor):
         P = self.out.P
         slots = self._slots
         client = self.client
+        alone = client.memory.order is None
+        once = slots is not None and self._closed
+        if once:
+            # the slots wait for what the pushes owe to the room and to the others' grants
+            if alone:
+                P = chain(room)
+            else:
+                held = filled(n, NEG)
+                held[d] = client.last + self._extra
+                P = chain(np.maximum(held, room, out=held))
         for _ in range(LOCAL_ROUNDS):
             # a tile takes a slot of the buffer: the tile ``buf`` tiles before it must have left
             if slots is None:
@@ -92,11 +111,10 @@ class LoadActor(Actor):
                 own = client.estimate(T[d] + gd)
                 ready[d] = own + self._extra
             before, P = P, chain(np.maximum(ready, room, out=ready))
-            if slots is None or same(P, before):
+            if slots is None or once or same(P, before):
                 break           # the same pushes: the same slots, steps and grants
         changed = not same(T, self.T)
         self.T = T
-        alone = client.memory.order is None
         # alone at the memory, the grants are the estimate the loop ended on
         changed |= client.request(T + gd if every else T[d] + gd, own if alone else None)
         if not alone:
@@ -152,6 +170,7 @@ class ReaderActor(LoadActor):
     def _plan(self):
         super()._plan()
         self._extra = self.latency + self.tm.reader_ready
+        self._closed_slots()
 
 
 class StoreActor(Actor):
