@@ -177,10 +177,8 @@ class Memory(Actor):
     def update(self):
         changed = False
         if self.order is None:
-            for c in self.clients:
-                if c.count:
-                    changed |= self._set(c, c.grants(c.times))
-            return changed
+            # alone, a client sets its own grants with its requests (MemoryClient.request)
+            return False
         times = np.concatenate([np.repeat(c.times, c.lines) for c in self.live])
         order = self.order
         g = np.empty(len(times), dtype=np.int64)
