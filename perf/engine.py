@@ -51,7 +51,9 @@ def offsets(n, cost=None, step=1):
     """``c[s] = cost[0] + ... + cost[s-1]`` (``c[0] = 0``; without ``cost``, ``s * step``): the
     offsets with which :func:`chain` solves its recurrence."""
     if cost is None:
-        return STEPS[:n] * step if n <= len(STEPS) else np.arange(n, dtype=np.int64) * step
+        if n > len(STEPS):
+            return np.arange(n, dtype=np.int64) * step
+        return STEPS[:n] if step == 1 else STEPS[:n] * step     # read only: a view
     c = np.zeros(n, dtype=np.int64)
     if n > 1:
         np.cumsum(cost[:-1], out=c[1:])
