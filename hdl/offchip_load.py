@@ -39,6 +39,7 @@ from ..contract.beat import beat_signature, stop_width
 from .fifo import StreamFIFO
 from .flags import below_after
 from .memory import TensorPlacement, index_shape, quiet_on_error
+from .ram_attrs import NO_COLLISION
 from .unit import ErrorCode, StatusSignature, check, check_int, check_ints, raise_error
 
 __all__ = ["LinearLoadUnit", "RandomLoadUnit"]
@@ -128,7 +129,8 @@ class _TileFetcher(wiring.Component):
         m.d.comb += [reqq.i.valid.eq(alloc), reqq.i.payload.eq(c.addr)]
 
         # -- the tile buffer ------------------------------------------------------------------
-        m.submodules.tilebuf = tilebuf = Memory(shape=unsigned(T * g.word_bits), depth=K, init=[])
+        m.submodules.tilebuf = tilebuf = Memory(shape=unsigned(T * g.word_bits), depth=K, init=[],
+                                                attrs=NO_COLLISION)
         wr = tilebuf.write_port(granularity=g.word_bits)
         # a registered read of the next head slot (block RAM on iCE40 instead of flip-flops),
         # not transparent to the cycle's write: a slot written in the cycle it was read is read

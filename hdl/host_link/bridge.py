@@ -8,6 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from ...contract import host_protocol as hp
 from ..memory import DebugSignature
+from ..ram_attrs import NO_COLLISION
 
 __all__ = ["HostBridge", "crc16_step", "CRC_PRESET"]
 
@@ -181,7 +182,8 @@ class HostBridge(wiring.Component):
             m.d.sync += [st[current[-1]].eq(0), st[name].eq(1)]
 
         # ---- the WRITE buffer: the data bytes of a frame, at their payload offset - 4
-        m.submodules.buffer = buf = memory.Memory(shape=8, depth=self.max_data, init=[])
+        m.submodules.buffer = buf = memory.Memory(shape=8, depth=self.max_data, init=[],
+                                                  attrs=NO_COLLISION)
         wport = buf.write_port()
         rport = buf.read_port()
 

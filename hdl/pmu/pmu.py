@@ -4,6 +4,7 @@ from amaranth.hdl import Module, Signal, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 
+from ..ram_attrs import NO_COLLISION
 from ..unit import merge_status
 from .controller import PlainController, RefController
 from .free_list import FreeList
@@ -114,9 +115,9 @@ class PMU(wiring.Component):
 
         # -- memories --------------------------------------------------------------------------
         m.submodules.data_mem = data_mem = Memory(shape=p.entry_layout(), depth=max(nentries, 2),
-                                                  init=[])
+                                                  init=[], attrs=NO_COLLISION)
         m.submodules.stop_mem = stop_mem = Memory(shape=p.stop_shape(), depth=max(nentries, 2),
-                                                  init=[])
+                                                  init=[], attrs=NO_COLLISION)
         m.submodules.desc_mem = desc_mem = Memory(shape=p.desc_layout(),
                                                   depth=max(self.blocks, 2), init=[])
         if dynamic:
