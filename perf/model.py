@@ -191,7 +191,8 @@ def build(hw, ref, timing=None, depths=None):
 
 def _settle(edges, actors, mem, max_rounds=None, timing=None):
     """The fixed point with each client alone at the memory, then again with the memory's lines
-    in the order of that schedule (:mod:`stepforge.perf.memory`)."""
+    in the order of that schedule, and, while a load starves, in a round robin's order of the
+    last schedule's requests (:mod:`stepforge.perf.memory`, passes 1 to 3)."""
     mem.order = None
     seen = [None] * len(actors)
     rounds = solve(actors, max_rounds, seen=seen)
