@@ -155,8 +155,9 @@ def main_build(program, board, *, out_dir, seeds=3, jobs=2, freq=None, tile=None
             if smaller:
                 print(f"hint: a smaller hardware tile narrows every beat, FIFO and register: "
                       f"--tile {smaller[0]}x{smaller[1]} (this build's is "
-                      f"{config.tile_rows}x{config.tile_cols}); the run on the board takes the "
-                      "same --tile", file=sys.stderr)
+                      f"{config.tile_rows}x{config.tile_cols}; the run on the board takes the "
+                      "same --tile), and so do the program's own smaller tiles (its -p "
+                      "parameters; docs/boards.md, \"What fits\")", file=sys.stderr)
         return 1
     print()
     print(result.text())
