@@ -144,7 +144,15 @@ class RouterSeq(StepSeq):
         self._sel_prev = np.where(first, 0, steps - 1)
         self._first = first if first.any() else None
         self.watch.append(sel)
+        self._sel_steps, self._sel_ready = steps, ready
         self.extra.append(lambda: [(steps, sel.P + ready)])
+
+    def _stall_bounds(self):
+        # waiting for the selector is waiting for an input
+        a_in, a = super()._stall_bounds()
+        st = self._sel_steps
+        a_in[st] = np.maximum(a_in[st], self.sel.P + self._sel_ready)
+        return a_in, a
 
     def update(self):
         changed = super().update()

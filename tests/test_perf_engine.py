@@ -199,6 +199,9 @@ def test_a_router_takes_its_next_selector_as_the_group_before_it_ends():
         assert sel.C.tolist() == want.tolist()
         # and its group's first beat moves at least two cycles after its push
         assert (starts >= sel.P + 2).all() and (starts > sel.C).all()
+        # waiting for the selector counts as waiting for an input
+        a_in, _ = a._stall_bounds()
+        assert a_in[first].tolist() == np.maximum(a_in[first], sel.P + 2).tolist()
 
 
 def test_a_starved_load_is_served_by_round_robin(monkeypatch):
