@@ -404,6 +404,7 @@ def _layout_words(tensor, layout, word):
         return (tensor.shape[0] // tr) * (tensor.shape[1] // tc) * layout["tile_pitch_words"]
     return tensor.shape[0] * layout["pitch_words"]
 
+
 def _memory_map(program, config, layouts, word, lanes):
     """Bases of the tensors (in ``layouts``) and of the host streams, each aligned to a line:
     ``(tensor_base, tensors, stream_base, streams_in, streams_out, words)``."""
