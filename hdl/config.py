@@ -138,6 +138,13 @@ class HardwareConfig:
             return SPRAM_ROWS * self.mem_bytes_per_cycle
         return None
 
+    def with_tile(self, tile):
+        """A copy with the hardware tile ``tile = (rows, cols)``, or this config for None."""
+        if tile is None:
+            return self
+        rows, cols = tile
+        return self.replace(tile_rows=rows, tile_cols=cols)
+
     def replace(self, **changes):
         """A copy with ``changes`` applied (validated like the constructor)."""
         return dataclasses.replace(self, **changes)

@@ -108,10 +108,7 @@ def cmd_sweep(args):
 def _config(args):
     config = {"sim": HardwareConfig.sim, "ice40": HardwareConfig.ice40_up5k,
               "ecp5": HardwareConfig.ecp5_85f}[args.config]()
-    if getattr(args, "tile", None) is None:
-        return config
-    rows, cols = args.tile
-    return config.replace(tile_rows=rows, tile_cols=cols)
+    return config.with_tile(getattr(args, "tile", None))
 
 
 def tile_arg(text):

@@ -31,10 +31,7 @@ def device_config(device, tile=None):
         config = HardwareConfig.ice40_up5k(int8)
     else:
         raise ValueError(f"device must be one of {', '.join(DEVICES)}, not {device!r}")
-    if tile is not None:
-        rows, cols = tile
-        config = config.replace(tile_rows=rows, tile_cols=cols)
-    return config
+    return config.with_tile(tile)
 
 
 def build_program(program, device, out_dir, *, seeds=3, jobs=2, freq_mhz=None, name=None,

@@ -105,11 +105,7 @@ class Board:
         """The board's :class:`~stepforge.hdl.config.HardwareConfig`: :attr:`config`'s, with the
         hardware tile ``tile`` (``(rows, cols)``) instead of the preset's when given (a smaller
         tile narrows every beat, FIFO and register: how a larger program fits a small chip)."""
-        config = self.config()
-        if tile is None:
-            return config
-        rows, cols = tile
-        return config.replace(tile_rows=rows, tile_cols=cols)
+        return self.config().with_tile(tile)
 
     def new_platform(self):
         """An instance of :attr:`platform` with :attr:`extra_resources` added."""
