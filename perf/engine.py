@@ -175,7 +175,7 @@ class StepSeq(Actor):
         self.name = name
         self.cost = np.asarray(cost, dtype=np.int64)
         self.S = S = len(self.cost)
-        self.pop_off = _per_step(pop_off, S)
+        self.pop_off = pop_off if type(pop_off) is int else _per_step(pop_off, S)
         self.unit_cost = bool(S) and int(self.cost.max()) == 1 == int(self.cost.min())
         self.t0 = t0
         self.extra = []             # callables -> [(steps, lower bounds on their T)]
@@ -184,15 +184,14 @@ class StepSeq(Actor):
         self._settled = False       # the last update solved the unit's own output loop
         self.ins, self.outs = [], []
         for e, idx in ins:
-            idx = np.asarray(idx, dtype=np.int64)
-            steps = _steps(name, e, idx)
+            steps = _steps(name, e, idx, S)
             e.dst = self
             self.ins.append((e, steps))
         for e, idx, off, slack in outs:
-            idx = np.asarray(idx, dtype=np.int64)
-            steps = _steps(name, e, idx)
+            steps = _steps(name, e, idx, S)
             e.src = self
-            off = _per_step(off, S)[steps]
+            if type(off) is not int:
+                off = _per_step(off, S)[steps]
             self.outs.append((e, steps, off, slack))
         self.watch = [e for e, _ in self.ins] + [e for e, *_ in self.outs]
 
@@ -206,7 +205,7 @@ class StepSeq(Actor):
         S = self.S
         ins = []
         for e, steps in self.ins:
-            pop = _uniform(self.pop_off[steps])
+            pop = self.pop_off if type(self.pop_off) is int else _uniform(self.pop_off[steps])
             ins.append((e, _view(steps, S), None if isinstance(pop, int) and not pop else pop))
         comb, held = [], []
         for e, steps, off, slack in self.outs:
@@ -217,7 +216,8 @@ class StepSeq(Actor):
                 comb.append((e, st, tail, k))
             else:
                 tail = None if slack >= e.n else (_view(steps[slack:], S),
-                                                  _uniform(off[slack:]))
+                                                  _uniform(off if type(off) is int
+                                                           else off[slack:]))
                 held.append((e, st, _uniform(off), slack, tail))
         self._plan = ins, comb, held
         # the unit's own output loop in closed form (:meth:`update`) when a result's readiness
@@ -435,8 +435,8 @@ def _closed_form(cost, steps, off, slack):
     j`` the step of beat ``j`` starts at least ``cost[steps[i]] + (j - i - 1)`` after beat
     ``i``'s, so ``off[i] - cost[steps[i]] - off[j] <= slack - 1`` makes beat ``i``'s readiness
     (and its chain, one beat a cycle) no later than what beat ``j = i + slack`` waits for."""
-    if len(off) <= slack:
-        return True
+    if type(off) is int or len(off) <= slack:
+        return True         # a constant offset: off - cost[i] - off <= -1 < slack
     return int((off - cost[steps]).max()) - int(off.min()) <= slack - 1
 
 
@@ -469,6 +469,8 @@ def _view(steps, S):
 
 def _uniform(x):
     """``x`` as an int when every element is the same, else as it is."""
+    if type(x) is int:
+        return x
     if len(x) and int(x.min()) == int(x.max()):
         return int(x[0])
     return x if len(x) else 0
@@ -480,9 +482,15 @@ def _per_step(x, S):
     return filled(S, x) if x.ndim == 0 else x
 
 
-def _steps(name, edge, idx):
-    """The steps of a port whose step ``s`` has beat ``idx[s]`` of ``edge`` (-1: none), checked
-    to cover every beat once, in order."""
+def _steps(name, edge, idx, S):
+    """The steps of a port whose step ``s`` has beat ``idx[s]`` of ``edge`` (-1: none; None:
+    beat ``s`` in step ``s``, every step), checked to cover every beat once, in order."""
+    if idx is None:
+        if edge.n != S:
+            raise AssertionError(f"{name}: {edge.name} has {edge.n} beats, not one in each of "
+                                 f"its {S} steps")
+        return STEPS[:S] if S <= len(STEPS) else np.arange(S, dtype=np.int64)
+    idx = np.asarray(idx, dtype=np.int64)
     steps = np.nonzero(idx >= 0)[0]
     got = idx[steps]
     n = len(got)

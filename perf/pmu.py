@@ -22,7 +22,7 @@ def write_side(u, ins, outs, tm, readers):
     refs = outs["out"]
     S = x.n
     closes = x.info.stop >= node.b
-    seq = StepSeq(u.name, np.ones(S, dtype=np.int64), [(x, np.arange(S))],
+    seq = StepSeq(u.name, np.ones(S, dtype=np.int64), [(x, None)],
                   [(refs, fit(closes, refs.n, S), 2, 1)])
     # buffer number of every step, and the first step of each buffer
     buf_of = np.concatenate([[0], np.cumsum(closes)[:-1]])
@@ -73,8 +73,7 @@ class ReadSide(StepSeq):
         if "ref" in ins:
             ins_.append((ins["ref"], mapping_in(ins["ref"].n, S)))
         cost = np.ones(S, dtype=np.int64)
-        super().__init__(u.name, cost, ins_, [(out, np.arange(S), 1, tm.pmu_slack)])
-        self.pop_off = np.zeros(S, dtype=np.int64)
+        super().__init__(u.name, cost, ins_, [(out, None, 1, tm.pmu_slack)])
         # the first beat of a buffer starts pmu_start cycles after its id is taken
         self.first = first[first < S]
         self.last = np.concatenate([self.first[1:] - 1, [S - 1]]) if len(self.first) else []

@@ -65,13 +65,13 @@ def _pcu(u, ins, outs, tm):
     S = max(e.n for e in ins.values())
     beats = first.info
     cost = _rows_cost(comp, beats) if first.n == S else np.ones(S, dtype=np.int64) * comp.ii
-    in_maps = [(ins[p], np.arange(S) if ins[p].n == S else mapping_in(ins[p].n, S)) for p in names]
+    in_maps = [(ins[p], None if ins[p].n == S else mapping_in(ins[p].n, S)) for p in names]
     out = outs["out"]
     if isinstance(node, Accum) and first.n == S:
         closes = beats.stop >= node.b
         idx = fit(closes, out.n, S)
     elif out.n == S:
-        idx = np.arange(S)
+        idx = None
     else:
         idx = mapping_out(out.n, S)
     return [StepSeq(u.name, cost, in_maps, [(out, idx, cost + comp.latency,
@@ -88,16 +88,21 @@ def _generic(u, ins, outs, tm, *, hold=False, cost=1, t0=0):
     S = S0 + (1 if hold else 0)
     in_maps = []
     for e in ins.values():
-        idx = np.full(S, -1, dtype=np.int64)
-        idx[:S0] = mapping_in(e.n, S0)
+        if e.n == S:
+            idx = None
+        else:
+            idx = np.full(S, -1, dtype=np.int64)
+            idx[:S0] = mapping_in(e.n, S0)
         in_maps.append((e, idx))
     out_maps = []
     for e in outs.values():
-        idx = np.full(S, -1, dtype=np.int64)
-        if hold:
+        if e.n == S:
+            idx = None
+        elif hold:
+            idx = np.full(S, -1, dtype=np.int64)
             idx[1:] = mapping_out(e.n, S0)
         else:
-            idx[:] = mapping_out(e.n, S0)
+            idx = mapping_out(e.n, S0)
         out_maps.append((e, idx, 1 if hold else 0, tm.hold_slack if hold else 0))
     return [StepSeq(u.name, np.full(S, cost, dtype=np.int64), in_maps, out_maps, t0=t0)]
 
@@ -106,9 +111,9 @@ def _broadcast(u, ins, outs, tm):
     x = ins["in0"]
     S = x.n
     depth = getattr(u.component, "depth", 2)
-    out_maps = [(e, np.arange(S) if e.n == S else mapping_out(e.n, S), 1, depth)
+    out_maps = [(e, None if e.n == S else mapping_out(e.n, S), 1, depth)
                 for e in outs.values()]
-    return [StepSeq(u.name, np.ones(S, dtype=np.int64), [(x, np.arange(S))], out_maps)]
+    return [StepSeq(u.name, np.ones(S, dtype=np.int64), [(x, None)], out_maps)]
 
 
 def _chunks(beats, b):
@@ -137,7 +142,7 @@ class RouterSeq(StepSeq):
 
     def __init__(self, name, cost, ins, outs, sel, sel_idx, t0, ready):
         super().__init__(name, cost, ins, outs, t0=t0)
-        steps = _steps(name, sel, np.asarray(sel_idx, dtype=np.int64))
+        steps = _steps(name, sel, sel_idx, len(self.cost))
         sel.dst = self
         self.sel = sel
         first = steps == 0
@@ -337,8 +342,8 @@ def build_unit(u, ins, outs, tm, mem, pmus):
         g = comp.geometry
         per = -(-comp.wpb // g.lanes) + 2
         x = ins["in0"]
-        return [_Sink(u.name, np.full(x.n, per, dtype=np.int64), [(x, np.arange(x.n))], [])]
+        return [_Sink(u.name, np.full(x.n, per, dtype=np.int64), [(x, None)], [])]
     if isinstance(node, Discard):
         x = ins["in0"]
-        return [_Sink(u.name, np.ones(x.n, dtype=np.int64), [(x, np.arange(x.n))], [])]
+        return [_Sink(u.name, np.ones(x.n, dtype=np.int64), [(x, None)], [])]
     return _generic(u, ins, outs, tm, hold=looks_ahead(node))
