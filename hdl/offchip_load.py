@@ -139,7 +139,9 @@ class _TileFetcher(wiring.Component):
         rd = tilebuf.read_port(domain="sync")
         wr_slot = Signal(index_shape(K), name="wr_slot")
         rd_slot = Signal(index_shape(K), name="rd_slot")
-        full = Signal(K, name="full")
+        # slots fill and empty in order, so the full slots are the ``nfull`` from the head on
+        # (and ``wr_slot`` is ``rd_slot + nfull``): a count, not a bitmap read at two pointers
+        nfull = Signal(range(K + 1), name="slots_full")
         resp = mem.resp
         # A tile's lines have static word counts (``placement.tile_lines``: the memory packs a
         # burst the same way at every address), so the write side counts lines, not words: line
@@ -160,10 +162,7 @@ class _TileFetcher(wiring.Component):
                     with m.If(wr_line == k):
                         m.d.comb += [word.eq(resp.data[t - first]), en.eq(resp.valid)]
             m.d.comb += [wr.data.word_select(t, g.word_bits).eq(word), wr.en[t].eq(en)]
-        set_full = Signal(K, name="set_full")
-        clr_full = Signal(K, name="clr_full")
         with m.If(completes):
-            m.d.comb += set_full.eq(1 << wr_slot)
             m.d.sync += wr_slot.eq(Mux(wr_slot == K - 1, 0, wr_slot + 1))
         if len(lines) > 1:
             with m.If(resp.valid):
@@ -173,7 +172,7 @@ class _TileFetcher(wiring.Component):
                     m.d.sync += [wr_line.eq(wr_line + 1), wr_last.eq(wr_line == len(lines) - 2)]
 
         # -- output: the head beat moves into the output register -----------------------------
-        # ``head_full``: the head slot's tile has arrived (``full`` of ``rd_slot``, registered);
+        # ``head_full``: the head slot's tile has arrived (``slots_full`` is not 0, registered);
         # ``stale``: the head slot was written in the cycle it was read, so ``rd.data`` is the
         # word before that write and the slot is read again
         head_full = Signal(name="head_full")
@@ -200,27 +199,24 @@ class _TileFetcher(wiring.Component):
             ]
         freed = Signal(name="freed")
         m.d.comb += freed.eq(move & head.has_data)
-        with m.If(freed):
-            m.d.comb += clr_full.eq(1 << rd_slot)
         # the slot after the head is a register beside it (the wrap-around increment is not
         # on the path from the head pointer into the tile buffer's read address)
         rd_after = Signal.like(rd_slot, name="rd_slot_after", init=1 % K)
         rd_next = Signal.like(rd_slot, name="rd_slot_next")
         m.d.comb += [rd_next.eq(Mux(freed, rd_after, rd_slot)),
                      rd.addr.eq(rd_next)]
-        m.d.sync += [rd_slot.eq(rd_next), full.eq((full | set_full) & ~clr_full)]
+        m.d.sync += [rd_slot.eq(rd_next), nfull.eq(nfull + completes - freed)]
         with m.If(freed):
             m.d.sync += rd_after.eq(Mux(rd_after == K - 1, 0, rd_after + 1))
-        # the next head's flags, from both candidate slots: each is its ``full`` bit (registers)
-        # or this cycle's completion into it; ``freed`` (which depends on ``out.ready``) only
-        # chooses between them. With one slot, a freed head leaves no full slot behind (the
-        # slot is not written before it is freed).
-        head_then = full.bit_select(rd_slot, 1) | (completes & (wr_slot == rd_slot))
-        after_then = (full.bit_select(rd_after, 1) | (completes & (wr_slot == rd_after))
-                      if K > 1 else 0)
+        # the next head's flags from the count (registers); ``freed`` (which depends on
+        # ``out.ready``) only chooses between comparisons made beside it. The slot written
+        # this cycle is the next head slot when no other full slot lies between them: no full
+        # slot is left after this cycle's move (a write needs a slot in flight, so ``nfull``
+        # is below ``K`` whenever ``resp.valid``)
         m.d.sync += [
-            head_full.eq(Mux(freed, after_then, head_then)),
-            stale.eq(resp.valid & Mux(freed, wr_slot == rd_after, wr_slot == rd_slot)),
+            head_full.eq(Mux(completes & ~freed, 1,
+                             Mux(~completes & freed, nfull >= 2, nfull != 0))),
+            stale.eq(resp.valid & Mux(freed, nfull == 1, nfull == 0)),
         ]
         sent = Signal(name="request_sent")
         m.d.comb += sent.eq(reqq.o.valid & reqq.o.ready)
