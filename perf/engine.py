@@ -87,7 +87,7 @@ class Edge:
         self.C = np.zeros(self.n, dtype=np.int64)
         self.src = self.dst = None
         self.version = 0
-        self._room = self._room_of = None
+        self._room = self._room_of = self._rchain = None
 
     def __repr__(self):
         return f"Edge({self.name!r}, n={self.n}, depth={self.depth})"
@@ -122,7 +122,16 @@ class Edge:
         if d < self.n:
             out[d:] = self.C[:-d] + 1
         self._room, self._room_of = out, self.C
+        self._rchain = None
         return out
+
+    def room_chain(self):
+        """:func:`chain` of :meth:`room` (the pushes the free entries alone allow, a beat a
+        cycle at most), kept with it until the pops change."""
+        room = self.room()
+        if self._rchain is None:
+            self._rchain = chain(room)
+        return self._rchain
 
 
 class Actor:
@@ -334,7 +343,7 @@ class StepSeq(Actor):
         elif self._closed:
             # pushes are chain(max(ready, room)) = max(chain(ready), chain(room)); the ready
             # part never binds a step (_closed_form), so the steps wait for chain(room) alone
-            rooms = [chain(e.room()) for e, *_ in held]
+            rooms = [e.room_chain() for e, *_ in held]
             a = base.copy()
             for (e, st, off, slack, tail), R in zip(held, rooms):
                 if tail is not None:
@@ -382,11 +391,16 @@ class StepSeq(Actor):
         self._seen = self._forward_key()
         return changed
 
+    def _stall_inputs(self):
+        """The inputs' bound on each step in the current schedule (a new array)."""
+        ins, comb, held = self._plan or self._make_plan()
+        return self._inputs(ins)
+
     def _stall_bounds(self):
         """``(inputs, every bound)`` of each step in the current schedule: what the steps waited
         for (the stall figures of the final schedule)."""
         ins, comb, held = self._plan or self._make_plan()
-        a_in = self._inputs(ins)
+        a_in = self._stall_inputs()
         a = self._bound(a_in.copy(), comb)
         bounded = [h for h in held if h[4] is not None]
         if bounded:
@@ -411,9 +425,20 @@ class StepSeq(Actor):
 
     def stalls(self):
         """``(cycles waiting for inputs, cycles waiting for room)`` over the whole schedule: the
-        sums of :attr:`wait_in` and :attr:`wait_out`, in one pass."""
-        w_in, w_out = self._waits()
-        return int(np.add.reduce(w_in)), int(np.add.reduce(w_out))
+        sums of :attr:`wait_in` and :attr:`wait_out`.
+
+        In the final schedule every step starts at ``T = chain(a)`` (``a``: every bound,
+        :meth:`_stall_bounds`), so step ``s`` waits ``T[s] - prev[s]`` cycles in all, of which
+        ``max(a_in - prev, 0)`` for its inputs (``a_in <= a``) and the rest for room. The sum of
+        ``T[s] - prev[s]`` telescopes to ``T[-1] - t0 - (cost[0] + ... + cost[-2])``: only the
+        inputs' bound is computed."""
+        if not self.S:
+            return 0, 0
+        prev = self._prev()
+        w_in = int(np.add.reduce(np.maximum(self._stall_inputs() - prev, 0)))
+        total = int(self.T[-1]) - self.t0 - (int(self.cost[:-1].sum()) if not self.unit_cost
+                                             else self.S - 1)
+        return w_in, total - w_in
 
     def _prev(self):
         prev = np.empty(self.S, dtype=np.int64)

@@ -94,6 +94,27 @@ def _high_water(e):
     return int(min(max((np.arange(1, e.n + 1) - pops).max(), 0), e.depth))
 
 
+def _high_waters(edges):
+    """:func:`_high_water` of every edge of the list at once: the edges' beats laid end to end,
+    each edge's times lifted above the one's before it so that the pops stay in order."""
+    live = [e for e in edges if e.n]
+    out = {e.name: 0 for e in edges}
+    if not live:
+        return out
+    n = np.array([e.n for e in live], dtype=np.int64)
+    start = np.zeros(len(live), dtype=np.int64)
+    np.cumsum(n[:-1], out=start[1:])
+    lift = np.repeat(np.arange(len(live), dtype=np.int64) << 40, n)
+    P = np.concatenate([e.P for e in live]) + lift
+    C = np.concatenate([e.C for e in live]) + lift
+    # beats pushed by P[j] (j + 1 of its edge) less those popped by then
+    held = np.arange(1, len(P) + 1, dtype=np.int64) - np.searchsorted(C, P, side="right")
+    high = np.maximum.reduceat(held, start)
+    for e, h in zip(live, high.tolist()):
+        out[e.name] = min(max(h, 0), e.depth)
+    return out
+
+
 def value_streams(hw):
     """The streams of ``hw`` whose elements the model reads (selectors, dynamic tile rows)."""
     ports = {}
@@ -334,7 +355,8 @@ def predict(hw, ref=None, *, timing=None, depths=None, max_rounds=None):
         wi, wo = a.stalls() if hasattr(a, "stalls") else (0, 0)
         units[u.name] = {"kind": u.kind, "busy": min(busy / cycles, 1.0),
                          "stall_in": min(wi / cycles, 1.0), "stall_out": min(wo / cycles, 1.0)}
-    fifos = {name: {"depth": e.depth, "beats": e.n, "high_water": _high_water(e)}
+    high = _high_waters(list(edges.values()))
+    fifos = {name: {"depth": e.depth, "beats": e.n, "high_water": high[e.name]}
              for name, e in edges.items()}
     return PerfResult(int(cycles), units, fifos, rounds, time.perf_counter() - t0, edges)
 

@@ -89,7 +89,7 @@ class LoadActor(Actor):
         if once:
             # the slots wait for what the pushes owe to the room and to the others' grants
             if alone:
-                P = chain(room)
+                P = self.out.room_chain()
             else:
                 held = filled(n, NEG)
                 held[d] = client.last + self._extra

@@ -152,12 +152,12 @@ class RouterSeq(StepSeq):
         self._sel_steps, self._sel_ready = steps, ready
         self.extra.append(lambda: [(steps, sel.P + ready)])
 
-    def _stall_bounds(self):
+    def _stall_inputs(self):
         # waiting for the selector is waiting for an input
-        a_in, a = super()._stall_bounds()
+        a_in = super()._stall_inputs()
         st = self._sel_steps
         a_in[st] = np.maximum(a_in[st], self.sel.P + self._sel_ready)
-        return a_in, a
+        return a_in
 
     def update(self):
         changed = super().update()

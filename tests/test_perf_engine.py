@@ -216,3 +216,40 @@ def test_a_starved_load_is_served_by_round_robin(monkeypatch):
     # the tokens' lines; round robin serves them within a turn (Verilator: 360 cycles)
     assert got[0][0] and not got[model.ROUND_ROBIN_PASSES][0]
     assert got[0][1] > got[model.ROUND_ROBIN_PASSES][1]
+
+
+@pytest.mark.parametrize("name,params", CASES)
+def test_report_figures_are_the_per_step_ones(name, params):
+    """A unit's stalls (the inputs' share of ``T - prev``, which telescopes) are the sums of its
+    per-step waits, and the FIFOs' high-water marks taken at once are each FIFO's own."""
+    hw, ref = _lowered(name, params)
+    edges, actors, mem = model.build(hw, ref, model.Timing())
+    assert model._settle(edges, actors, mem) is not None
+    seqs = [a for a in actors if isinstance(a, StepSeq) and a.S]
+    assert seqs
+    waited = 0
+    for a in seqs:
+        w_in, w_out = a.stalls()
+        assert (w_in, w_out) == (int(a.wait_in.sum()), int(a.wait_out.sum()))
+        waited += w_in + w_out
+    assert waited > 0
+    high = model._high_waters(list(edges.values()))
+    assert high == {name: model._high_water(e) for name, e in edges.items()}
+    assert max(high.values()) >= 2
+
+
+def test_a_port_in_every_step_needs_no_index_array():
+    a, b = engine.Edge("a", 5, 2), engine.Edge("b", 5, 1)
+    c, d = engine.Edge("a", 5, 2), engine.Edge("b", 5, 1)
+    a.P = np.array([0, 4, 5, 9, 10])
+    c.P = a.P
+    every = StepSeq("u", [1, 2, 1, 1, 3], [(a, None)], [(b, None, 2, 1)], pop_off=1)
+    listed = StepSeq("u", [1, 2, 1, 1, 3], [(c, np.arange(5))], [(d, np.arange(5), 2, 1)],
+                     pop_off=np.ones(5, dtype=np.int64))
+    for u in (every, listed):
+        u.update()
+    assert every.T.tolist() == listed.T.tolist() == [1, 5, 7, 10, 11]
+    assert b.P.tolist() == d.P.tolist() == [3, 7, 9, 12, 13]
+    assert a.C.tolist() == c.C.tolist() == [2, 6, 8, 11, 12]
+    with pytest.raises(AssertionError, match="has 5 beats, not one in each of its 4 steps"):
+        StepSeq("v", [1, 1, 1, 1], [(engine.Edge("e", 5, 2), None)])
