@@ -21,7 +21,8 @@ the least fixed point (:func:`solve`); a schedule that does not settle is a dead
 
 import numpy as np
 
-__all__ = ["Edge", "StepSeq", "Actor", "solve", "chain", "offsets", "same", "filled", "NEG"]
+__all__ = ["Edge", "StepSeq", "Actor", "Watched", "solve", "watching", "chain", "offsets", "same",
+           "filled", "NEG"]
 
 #: "No constraint" (far below any cycle).
 NEG = np.int64(-(1 << 40))
@@ -79,6 +80,9 @@ def chain(a, cost=None, step=1, c=None):
 class Edge:
     """One FIFO: ``n`` beats, ``depth`` entries, push and pop times of every beat."""
 
+    _fwd_w = ()         # the step sequences that wait for its pushes (StepSeq._make_plan)
+    _w = ()             # the actors that watch it (:func:`watching`)
+
     def __init__(self, name, n, depth, info=None):
         self.name, self.n, self.depth = name, int(n), int(depth)
         self.info = info            # the beats' arrays (stop, has_data, rows, data)
@@ -86,7 +90,6 @@ class Edge:
         self.P = np.zeros(self.n, dtype=np.int64)
         self.C = np.zeros(self.n, dtype=np.int64)
         self.src = self.dst = None
-        self.version = 0
         self._room = self._room_of = self._rchain = None
 
     def __repr__(self):
@@ -101,6 +104,10 @@ class Edge:
     def P(self, value):
         self._P = value
         self.pv += 1
+        for a in self._w:           # the actors that watch this edge (solve)
+            a._dirty = True
+        for a in self._fwd_w:       # the units whose steps wait for these pushes
+            a._fwd_moved = True
 
     @property
     def C(self):
@@ -111,6 +118,8 @@ class Edge:
     def C(self, value):
         self._C = value
         self.cv += 1
+        for a in self._w:
+            a._dirty = True
 
     def room(self):
         """Earliest push time of every beat allowed by the free entries: ``C[j-depth] + 1``
@@ -134,12 +143,28 @@ class Edge:
         return self._rchain
 
 
+class Watched:
+    """Something other than an edge that actors watch: :meth:`touch` when it changes."""
+
+    _w = ()             # the actors that watch it (:func:`watching`)
+    version = 0
+
+    def touch(self):
+        """It changed: a new ``version``, and every actor that watches it is dirty."""
+        self.version += 1
+        for a in self._w:
+            a._dirty = True
+
+
 class Actor:
     """Anything the fixed point iterates: ``update()`` recomputes its times, returns whether
     any changed."""
 
     name = "?"
-    watch = ()          # objects with a ``version``: the actor is up to date while none changed
+    watch = ()          # what the actor reads: edges, and objects with a ``version`` and a
+                        # ``touch()`` (:class:`Watched`); it is up to date while none changed
+    _dirty = None       # something it watches changed since its last update (None: not yet
+                        # registered with what it watches, :func:`watching`)
 
     def update(self):
         raise NotImplementedError
@@ -189,7 +214,9 @@ class StepSeq(Actor):
         self.t0 = t0
         self.extra = []             # callables -> [(steps, lower bounds on their T)]
         self.T = np.zeros(S, dtype=np.int64)
-        self._plan = self._seen = None
+        self._plan = None
+        self._fwd_moved = True      # an input's pushes (or an extra bound's) moved since the
+                                    # last update
         self._settled = False       # the last update solved the unit's own output loop
         self.ins, self.outs = [], []
         for e, idx in ins:
@@ -238,11 +265,13 @@ class StepSeq(Actor):
         self._coff = offsets(S, None if self.unit_cost else self.cost)
         # what the steps depend on besides the output FIFOs' pops: input pushes, extra bounds
         ports = {id(e) for e, *_ in self.outs} | {id(e) for e, _ in self.ins}
-        self._fwd = [e for e, _ in self.ins] + [o for o in self.watch if id(o) not in ports]
+        fwd = [e for e, _ in self.ins] + [o for o in self.watch if id(o) not in ports]
+        for o in fwd:
+            if not isinstance(o, Edge):
+                raise TypeError(f"{self.name}: a step sequence watches edges only, not {o!r}")
+            if self not in o._fwd_w:
+                o._fwd_w = o._fwd_w + (self,)
         return self._plan
-
-    def _forward_key(self):
-        return [o.pv if isinstance(o, Edge) else o.version for o in self._fwd]
 
     def _outputs_quiet(self, comb, held):
         """Whether the output FIFOs' new pops leave every step and push as it is (only their
@@ -326,12 +355,11 @@ class StepSeq(Actor):
         if S == 0:
             return False
         ins, comb, held = self._plan or self._make_plan()
-        if self.skip_quiet and self._forward_key() == self._seen and \
-                self._outputs_quiet(comb, held):
+        if self.skip_quiet and not self._fwd_moved and self._outputs_quiet(comb, held):
             return False
         base = self._bound(self._inputs(ins), comb)
         if self.skip_quiet and self._bounds_quiet(base, held):
-            self._seen = self._forward_key()
+            self._fwd_moved = False
             return False
         # the unit's own results waiting for room bound its next steps: solve that loop here
         bounded = [h for h in held if h[4] is not None]
@@ -375,20 +403,17 @@ class StepSeq(Actor):
                 C = C + pop
             if not same(e.C, C):
                 e.C = C
-                e.version += 1
                 changed = True
         for (e, *_), P in zip(held, new):
             if not same(e.P, P):
                 e.P = P
-                e.version += 1
                 changed = True
         for e, st, tail, k in comb:
             P = T if st is None else T[st]
             if not same(e.P, P):
                 e.P = P
-                e.version += 1
                 changed = True
-        self._seen = self._forward_key()
+        self._fwd_moved = False
         return changed
 
     def _stall_inputs(self):
@@ -525,58 +550,69 @@ def _steps(name, edge, idx, S):
     return steps
 
 
-def solve(actors, max_rounds=None, backwards=True, seen=None, exchange=True):
+def solve(actors, max_rounds=None, backwards=True, exchange=True):
     """Iterate ``actors`` to their least fixed point; return the rounds it took, or None when
     the schedule does not settle (a deadlock: some beat waits on itself).
 
     A round updates the actors in their order and then back in reverse, skipping an actor none
-    of whose watched objects changed since its last update: data flows forwards in the first
-    half and back-pressure backwards in the second. Every order reaches the same least fixed
-    point (the updates are monotone and start below it); this one in the fewest updates.
-    ``backwards=False`` sweeps forwards only. ``seen`` (a list, updated in place) carries what
-    each actor last saw from an earlier solve of the same actors: an actor nothing of which
-    changed since is not updated again (its update is a function of what it watches).
+    of whose watched objects changed since its last update (its update is a function of what it
+    watches: an edge's pushes and pops, a :class:`Watched`'s ``touch``): data flows forwards in
+    the first half and back-pressure backwards in the second. Every order reaches the same
+    least fixed point (the updates are monotone and start below it); this one in the fewest
+    updates. ``backwards=False`` sweeps forwards only. What changed is kept on the actors
+    (``Actor._dirty``): a second solve of the same actors updates only those something of
+    which changed since.
 
     ``exchange``: an actor that changed is updated again at once with the producers of its
     depth-1 input FIFOs, back and forth until neither moves. Through a single entry, a producer
     pushes beat ``j`` only after the consumer popped beat ``j - 1``: when that binds, each
     exchange settles one more beat, where a round of the whole graph settled one."""
     max_rounds = max_rounds or 8 * len(actors) + 40
-    if seen is None:
-        seen = [None] * len(actors)
+    watching(actors)
     n = len(actors)
-    order = list(range(n)) + (list(range(n - 2, 0, -1)) if backwards else [])
-    feeders = _feeders(actors) if exchange else [()] * n
+    order = [actors[i] for i in list(range(n)) + (list(range(n - 2, 0, -1)) if backwards
+                                                   else [])]
+    feeders = _feeders(actors) if exchange else {}
 
-    def step(i):
-        """Update actor ``i`` unless nothing it watches changed; whether it changed."""
-        a = actors[i]
-        if [o.version for o in a.watch] == seen[i]:
+    def step(a):
+        """Update actor ``a`` unless nothing it watches changed; whether it changed."""
+        if not a._dirty:
             return False
-        moved = bool(a.update())
-        seen[i] = [o.version for o in a.watch]
+        moved = a.update()
+        a._dirty = False            # what it changed itself it has seen
         return moved
 
     for r in range(1, max_rounds + 1):
         changed = False
-        for i in order:
-            if not step(i):
+        for a in order:
+            if not a._dirty or not step(a):
                 continue
             changed = True
-            for j, beats in feeders[i]:
+            for j, beats in feeders.get(a, ()):
                 for _ in range(beats + 2):
-                    if not (step(j) and step(i)):
+                    if not (step(j) and step(a)):
                         break
         if not changed:
             return r
     return None
 
 
+def watching(actors):
+    """Register each actor with the objects it watches, once: their changes mark it dirty
+    (:func:`solve`). An actor starts dirty."""
+    for a in actors:
+        if a._dirty is None:
+            for o in a.watch:
+                if a not in o._w:
+                    o._w = o._w + (a,)
+            a._dirty = True
+
+
 def _feeders(actors):
-    """Per actor, ``(index, beats)`` of each other actor that feeds it through a FIFO of depth
-    1 (``beats``: that FIFO's, which bounds the exchanges of :func:`solve`)."""
+    """Per actor that has one, ``(actor, beats)`` of each other actor that feeds it through a
+    FIFO of depth 1 (``beats``: that FIFO's, which bounds the exchanges of :func:`solve`)."""
     index = {id(a): i for i, a in enumerate(actors)}
-    out = []
+    out = {}
     for a in actors:
         found = {}
         for e in a.watch:
@@ -584,5 +620,6 @@ def _feeders(actors):
                     and id(e.src) in index:
                 j = index[id(e.src)]
                 found[j] = max(found.get(j, 0), e.n)
-        out.append(sorted(found.items()))
+        if found:
+            out[a] = [(actors[j], beats) for j, beats in sorted(found.items())]
     return out

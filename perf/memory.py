@@ -25,20 +25,19 @@ fixed point cannot iterate on, so the model grants in two passes:
 
 import numpy as np
 
-from .engine import Actor, chain, same
+from .engine import Actor, Watched, chain, same
 
 __all__ = ["Memory", "MemoryClient"]
 
 
-class _Requests:
+class _Requests(Watched):
     """A client's request times, as the memory watches them."""
 
     def __init__(self, count):
         self.times = np.zeros(count, dtype=np.int64)
-        self.version = 0
 
 
-class MemoryClient:
+class MemoryClient(Watched):
     """One unit's requests: ``count`` requests of ``lines`` lines each. ``version`` changes with
     the grants (the unit watches it)."""
 
@@ -48,7 +47,6 @@ class MemoryClient:
         self.req = _Requests(self.count)
         self.wait = np.zeros(self.count, dtype=np.int64)
         self.last = np.zeros(self.count, dtype=np.int64)      # grant of each request's last line
-        self.version = 0
 
     @property
     def times(self):
@@ -72,7 +70,7 @@ class MemoryClient:
         if same(times, self.req.times):
             return False
         self.req.times = np.asarray(times, dtype=np.int64).copy()
-        self.req.version += 1
+        self.req.touch()
         if self.memory.order is None:      # what the memory will grant
             self.last = self.grants(self.req.times) if grants is None else grants
         return True
@@ -103,8 +101,8 @@ class Memory(Actor):
         for c in self.clients:
             c.req.times = np.zeros(c.count, dtype=np.int64)
             c.last = np.zeros(c.count, dtype=np.int64)
-            c.req.version += 1
-            c.version += 1
+            c.req.touch()
+            c.touch()
 
     def set_order(self):
         """Fix the order of every line: the order of the current request times."""
@@ -195,5 +193,5 @@ class Memory(Actor):
         if same(last, c.last):
             return False
         c.last = last
-        c.version += 1
+        c.touch()
         return True

@@ -215,8 +215,7 @@ def _settle(edges, actors, mem, max_rounds=None, timing=None):
     in the order of that schedule, and, while a load starves, in a round robin's order of the
     last schedule's requests (:mod:`stepforge.perf.memory`, passes 1 to 3)."""
     mem.order = None
-    seen = [None] * len(actors)
-    rounds = solve(actors, max_rounds, seen=seen)
+    rounds = solve(actors, max_rounds)
     if rounds is None or not any(c.count for c in mem.clients):
         return rounds
     mem.set_order()
@@ -229,10 +228,9 @@ def _settle(edges, actors, mem, max_rounds=None, timing=None):
     # are what they were at the first fixed point (a client's estimate with the order set is
     # its own grants while its grants are the first pass's). The memory watches its clients'
     # requests: its entry is kept, it has just been updated with the order.
-    at = actors.index(mem)
-    free = _snapshot(edges, actors, mem, seen) if ROUND_ROBIN_PASSES else None
-    seen[at] = [o.version for o in mem.watch]
-    r = solve(actors, max_rounds, seen=seen)
+    free = _snapshot(edges, actors, mem) if ROUND_ROBIN_PASSES else None
+    mem._dirty = False          # just updated
+    r = solve(actors, max_rounds)
     if r is None:
         return None
     rounds += r
@@ -244,11 +242,11 @@ def _settle(edges, actors, mem, max_rounds=None, timing=None):
         if not mem.starved():
             break
         order = mem.round_robin_order([c.last for c in mem.live], lag)
-        seen = _restore(free)
+        _restore(free)
         mem.order = order
         mem.update()
-        seen[at] = [o.version for o in mem.watch]
-        r = solve(actors, max_rounds, seen=seen)
+        mem._dirty = False
+        r = solve(actors, max_rounds)
         if r is None:
             return None
         rounds += r
@@ -272,20 +270,19 @@ def _lags(mem, tm):
     return out
 
 
-def _snapshot(edges, actors, mem, seen):
+def _snapshot(edges, actors, mem):
     """Everything the fixed point changes, to solve again from this point (:func:`_restore`):
-    arrays are replaced, never written in place, so shallow copies keep them."""
-    return ([(o, dict(o.__dict__)) for o in list(edges.values()) + actors]
-            + [(o, dict(o.__dict__)) for c in mem.clients for o in (c, c.req)], list(seen))
+    arrays are replaced, never written in place, so shallow copies keep them (and each actor's
+    dirty flag: what it has not seen yet)."""
+    return [(o, dict(o.__dict__)) for o in list(edges.values()) + actors] \
+        + [(o, dict(o.__dict__)) for c in mem.clients for o in (c, c.req)]
 
 
 def _restore(snap):
-    """Put back a :func:`_snapshot`; return its ``seen`` list (a copy)."""
-    objects, seen = snap
-    for o, state in objects:
+    """Put back a :func:`_snapshot`."""
+    for o, state in snap:
         o.__dict__.clear()
         o.__dict__.update(state)
-    return list(seen)
 
 
 def _deadlock(edges, actors, shown=6):

@@ -125,14 +125,12 @@ class LoadActor(Actor):
             P = chain(np.maximum(ready, room))
         if not same(P, self.out.P):
             self.out.P = P
-            self.out.version += 1
             changed = True
         if self.ref_idx is not None:
             m = self.ref_idx >= 0
             C = T[m]
             if not same(self.ref.C, C):
                 self.ref.C = C
-                self.ref.version += 1
                 changed = True
         return changed
 
@@ -235,13 +233,11 @@ class StoreActor(Actor):
         changed |= client.request(times, done if alone else None)
         if not same(self.x.C, T):
             self.x.C = T.copy()
-            self.x.version += 1
             changed = True
         if ai is not None:
             m = ai >= 0
             if not same(self.addr.C, T[m]):
                 self.addr.C = T[m]
-                self.addr.version += 1
                 changed = True
         if self.ack is not None:
             ready = T + 1
@@ -251,7 +247,6 @@ class StoreActor(Actor):
             P = chain(np.maximum(ready[m], self.ack.room()))
             if not same(self.ack.P, P):
                 self.ack.P = P
-                self.ack.version += 1
                 changed = True
         self.finish = int(max(T[-1] + 1, (done.max() + 1) if len(done) else 0))
         return changed

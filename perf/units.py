@@ -170,7 +170,6 @@ class RouterSeq(StepSeq):
         np.maximum(C, sel.P + 1, out=C)
         if not same(sel.C, C):
             sel.C = C
-            sel.version += 1
             changed = True
         return changed
 

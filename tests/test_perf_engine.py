@@ -253,3 +253,32 @@ def test_a_port_in_every_step_needs_no_index_array():
     assert a.C.tolist() == c.C.tolist() == [2, 6, 8, 11, 12]
     with pytest.raises(AssertionError, match="has 5 beats, not one in each of its 4 steps"):
         StepSeq("v", [1, 1, 1, 1], [(engine.Edge("e", 5, 2), None)])
+
+
+def test_a_second_solve_updates_only_what_changed_since():
+    """What an actor has not seen is kept on it: solved again, nothing moves; a new bound on
+    one unit's input updates that unit and, through the pops it moves, its producer."""
+    e, f = engine.Edge("e", 4, 1), engine.Edge("f", 4, 2)
+    src = StepSeq("src", np.ones(4, np.int64), outs=[(e, None, 1, 1)])
+    mid = StepSeq("mid", np.full(4, 3, np.int64), ins=[(e, None)], outs=[(f, None, 3, 2)],
+                  pop_off=2)
+    dst = StepSeq("dst", np.ones(4, np.int64), ins=[(f, None)])
+    actors = [src, mid, dst]
+    updates = []
+    for a in actors:
+        plain = a.update
+        a.update = lambda plain=plain, a=a: updates.append(a.name) or plain()
+    assert solve(actors) == 2
+    # through one entry each beat waits for the pop of the one before it (3 cycles a beat)
+    assert (e.P.tolist(), e.C.tolist(), f.P.tolist()) == ([1, 5, 9, 13], [4, 8, 12, 16],
+                                                          [5, 9, 13, 17])
+    updates.clear()
+    assert solve(actors) == 1 and updates == []
+    # the consumer starts at 20 (a change the caller marks): its pops move, its producer's
+    # last two results wait for room, and nothing upstream of it updates
+    dst.t0 = 20
+    dst._dirty = dst._fwd_moved = True
+    assert solve(actors) == 2
+    assert updates == ["dst", "mid", "dst"]
+    assert (f.P.tolist(), f.C.tolist()) == ([5, 9, 21, 22], [20, 21, 22, 23])
+    assert (e.P.tolist(), mid.T.tolist()) == ([1, 5, 9, 13], [2, 6, 10, 14])
