@@ -218,6 +218,7 @@ class StepSeq(Actor):
         self._fwd_moved = True      # an input's pushes (or an extra bound's) moved since the
                                     # last update
         self._settled = False       # the last update solved the unit's own output loop
+        self._applied = False       # its ports' pops and combinational pushes follow from T
         self.ins, self.outs = [], []
         for e, idx in ins:
             steps = _steps(name, e, idx, S)
@@ -302,6 +303,11 @@ class StepSeq(Actor):
         full = self._full
         if full is None:
             a = filled(self.S, self.t0 - 1)
+        elif len(ins) == 1:
+            a = ins[0][0].P + 1
+            if self.t0 > 0:
+                np.maximum(a, self.t0, out=a)
+            return a
         else:
             a = ins[full][0].P.copy()
         for i, (e, st, pop) in enumerate(ins):
@@ -372,7 +378,7 @@ class StepSeq(Actor):
             # pushes are chain(max(ready, room)) = max(chain(ready), chain(room)); the ready
             # part never binds a step (_closed_form), so the steps wait for chain(room) alone
             rooms = [e.room_chain() for e, *_ in held]
-            a = base.copy()
+            a = base                    # not read again
             for (e, st, off, slack, tail), R in zip(held, rooms):
                 if tail is not None:
                     _raise(a, tail[0], R[:-slack] - tail[1])
@@ -395,21 +401,30 @@ class StepSeq(Actor):
                     self._settled = True        # the new pushes bind no step: T is the fixed point
                     break
                 pushes = now
-        changed = not same(T, self.T)
-        self.T = T
-        for e, st, pop in ins:
-            C = T if st is None else T[st]
-            if pop is not None:
-                C = C + pop
-            if not same(e.C, C):
-                e.C = C
-                changed = True
+        moved = not same(T, self.T)
+        changed = moved
+        if moved or not self._applied:
+            # the inputs' pops and the combinational outputs' pushes follow from T alone
+            self.T = T
+            self._applied = True
+            for e, st, pop in ins:
+                if st is None and pop is None:
+                    if moved or not same(e.C, T):      # else e.C is the last T
+                        e.C = T
+                        changed = True
+                    continue
+                C = T if st is None else T[st]
+                if pop is not None:
+                    C = C + pop
+                if not same(e.C, C):
+                    e.C = C
+                    changed = True
+            for e, st, tail, k in comb:
+                P = T if st is None else T[st]
+                if not same(e.P, P):
+                    e.P = P
+                    changed = True
         for (e, *_), P in zip(held, new):
-            if not same(e.P, P):
-                e.P = P
-                changed = True
-        for e, st, tail, k in comb:
-            P = T if st is None else T[st]
             if not same(e.P, P):
                 e.P = P
                 changed = True

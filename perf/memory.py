@@ -69,7 +69,7 @@ class MemoryClient(Watched):
         when the caller has them."""
         if same(times, self.req.times):
             return False
-        self.req.times = np.asarray(times, dtype=np.int64).copy()
+        self.req.times = times         # a new array of the caller's, not written again
         self.req.touch()
         if self.memory.order is None:      # what the memory will grant
             self.last = self.grants(self.req.times) if grants is None else grants

@@ -86,6 +86,8 @@ class LoadActor(Actor):
         client = self.client
         alone = client.memory.order is None
         once = slots is not None and self._closed
+        if once and alone and every:
+            return self._alone(base, room, slots)
         if once:
             # the slots wait for what the pushes owe to the room and to the others' grants
             if alone:
@@ -129,6 +131,34 @@ class LoadActor(Actor):
         if self.ref_idx is not None:
             m = self.ref_idx >= 0
             C = T[m]
+            if not same(self.ref.C, C):
+                self.ref.C = C
+                changed = True
+        return changed
+
+    def _alone(self, base, room, slots):
+        """:meth:`update` alone at the memory, every beat a tile, the slot loop closed (one
+        pass): the slots wait for the room's chain ``R``, and the pushes are ``chain(max(ready,
+        room)) = max(ready, R)``: ``ready`` (the grants plus a constant) already rises by a
+        cycle a beat at least, and so do the grants of one-line tiles, which are the requests
+        themselves."""
+        R = self.out.room_chain()
+        a = base.copy()
+        dst, src = slots
+        a[dst] = np.maximum(a[dst], R[src] + self.slot_free if self.slot_free else R[src])
+        T = chain(a)
+        client = self.client
+        times = T + self.tm.grant_delay
+        own = times if client.lines == 1 else client.grants(times)
+        P = np.maximum(own + self._extra, R)
+        changed = not same(T, self.T)
+        self.T = T
+        changed |= client.request(times, own)
+        if not same(P, self.out.P):
+            self.out.P = P
+            changed = True
+        if self.ref_idx is not None:
+            C = T[self.ref_idx >= 0]
             if not same(self.ref.C, C):
                 self.ref.C = C
                 changed = True

@@ -76,7 +76,8 @@ class ReadSide(StepSeq):
         super().__init__(u.name, cost, ins_, [(out, None, 1, tm.pmu_slack)])
         # the first beat of a buffer starts pmu_start cycles after its id is taken
         self.first = first[first < S]
-        self.last = np.concatenate([self.first[1:] - 1, [S - 1]]) if len(self.first) else []
+        self.last = (np.concatenate([self.first[1:] - 1, [S - 1]]).astype(np.int64)
+                     if len(self.first) else np.zeros(0, dtype=np.int64))
         self.tm = tm
         self.bufs = bufs
         self.release = np.zeros(len(self.first), dtype=np.int64)
@@ -92,5 +93,5 @@ class ReadSide(StepSeq):
     def update(self):
         changed = super().update()
         if len(self.first):
-            self.release = self.outs[0][0].P[np.asarray(self.last, dtype=np.int64)]
+            self.release = self.outs[0][0].P[self.last]
         return changed
