@@ -22,7 +22,7 @@ the least fixed point (:func:`solve`); a schedule that does not settle is a dead
 import numpy as np
 
 __all__ = ["Edge", "StepSeq", "Actor", "Watched", "solve", "watching", "chain", "offsets", "same",
-           "filled", "NEG"]
+           "filled", "strided", "NEG"]
 
 #: "No constraint" (far below any cycle).
 NEG = np.int64(-(1 << 40))
@@ -326,7 +326,7 @@ class StepSeq(Actor):
                 _raise(a, tail, e.C[:-k] + 1)
         for f in self.extra:
             for idx, low in f():
-                a[idx] = np.maximum(a[idx], low)
+                _raise(a, idx, low)
         return a
 
     @staticmethod
@@ -523,13 +523,27 @@ def _raise(a, st, low):
 
 def _view(steps, S):
     """``steps`` (increasing step numbers) as None when they are every step of ``S``, as a
-    slice when they are consecutive, else as they are."""
-    n = len(steps)
-    if n == S:
+    slice when they are evenly spaced (consecutive or every ``k``-th), else as they are."""
+    if len(steps) == S:
         return None
-    if n and int(steps[-1]) - int(steps[0]) == n - 1:
-        return slice(int(steps[0]), int(steps[0]) + n)
-    return steps
+    return strided(steps)
+
+
+def strided(idx):
+    """An increasing index array as a slice when its indices are evenly spaced (a view where
+    the array would gather or scatter), else the array."""
+    n = len(idx)
+    if n == 0:
+        return idx
+    first, last = int(idx[0]), int(idx[-1])
+    if n == 1:
+        return slice(first, first + 1)
+    step = (last - first) // (n - 1)
+    if step > 0 and last - first == step * (n - 1) and (
+            n == 2 or int(np.subtract(idx[1:], idx[:-1]).min()) == step == int(
+                np.subtract(idx[1:], idx[:-1]).max())):
+        return slice(first, last + 1, step)
+    return idx
 
 
 def _uniform(x):

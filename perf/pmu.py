@@ -9,7 +9,7 @@ beat per cycle into its output FIFO, and releases the buffer after its last repl
 import numpy as np
 
 from .beats import fit, mapping_in
-from .engine import StepSeq
+from .engine import StepSeq, strided
 
 __all__ = ["write_side", "ReadSide"]
 
@@ -39,7 +39,7 @@ def write_side(u, ins, outs, tm, readers):
             if plan is None:
                 k = np.arange(len(starts)) - slots
                 ok = (k >= 0) & (k < len(r.release))
-                plan = plans[id(r)] = (starts[ok], k[ok])
+                plan = plans[id(r)] = (strided(starts[ok]), strided(k[ok]))
             out.append((plan[0], r.release[plan[1]] + 1))
         return out
     seq.extra.append(slot_bound)
@@ -78,13 +78,14 @@ class ReadSide(StepSeq):
         self.first = first[first < S]
         self.last = (np.concatenate([self.first[1:] - 1, [S - 1]]).astype(np.int64)
                      if len(self.first) else np.zeros(0, dtype=np.int64))
+        self._last = strided(self.last)
         self.tm = tm
         self.bufs = bufs
         self.release = np.zeros(len(self.first), dtype=np.int64)
         self.first_take = bi[self.first]
 
         ok = self.first_take >= 0
-        starts, takes = self.first[ok], self.first_take[ok]
+        starts, takes = strided(self.first[ok]), strided(self.first_take[ok])
 
         def start_bound():
             return [(starts, bufs.P[takes] + tm.pmu_start)]
@@ -93,5 +94,5 @@ class ReadSide(StepSeq):
     def update(self):
         changed = super().update()
         if len(self.first):
-            self.release = self.outs[0][0].P[self.last]
+            self.release = self.outs[0][0].P[self._last]
         return changed
