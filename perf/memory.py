@@ -177,14 +177,16 @@ class Memory(Actor):
         if self.order is None:
             # alone, a client sets its own grants with its requests (MemoryClient.request)
             return False
-        times = np.concatenate([np.repeat(c.times, c.lines) for c in self.live])
+        times = np.concatenate([c.times if c.lines == 1 else np.repeat(c.times, c.lines)
+                                for c in self.live])
         order = self.order
         g = np.empty(len(times), dtype=np.int64)
         g[order] = chain(times[order])
         at = 0
         for c in self.live:
             n = c.count * c.lines
-            changed |= self._set(c, g[at:at + n].reshape(c.count, c.lines).max(axis=1))
+            last = g[at:at + n]                 # a request's lines are granted in order
+            changed |= self._set(c, last if c.lines == 1 else last[c.lines - 1::c.lines])
             at += n
         return changed
 

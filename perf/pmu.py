@@ -24,11 +24,13 @@ def write_side(u, ins, outs, tm, readers):
     closes = x.info.stop >= node.b
     seq = StepSeq(u.name, np.ones(S, dtype=np.int64), [(x, None)],
                   [(refs, fit(closes, refs.n, S), 2, 1)])
-    # buffer number of every step, and the first step of each buffer
-    buf_of = np.concatenate([[0], np.cumsum(closes)[:-1]])
-    starts = np.nonzero(np.concatenate([[True], buf_of[1:] != buf_of[:-1]]))[0]
+    # the first step of each buffer: step 0 and every step after a closing beat
+    ends = np.flatnonzero(closes[:-1])
+    starts = np.empty(len(ends) + 1, dtype=np.int64)
+    starts[0] = 0
+    np.add(ends, 1, out=starts[1:])
     slots = comp.params.slots or comp.params.blocks
-    seq.buffer_sizes = np.diff(np.concatenate([starts, [S]]))
+    seq.buffer_sizes = np.diff(starts, append=S)
 
     plans = {}          # per read side: the buffers that wait for a release, and which
 
