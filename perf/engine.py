@@ -91,6 +91,7 @@ class Edge:
         self.C = np.zeros(self.n, dtype=np.int64)
         self.src = self.dst = None
         self._room = self._room_of = self._rchain = None
+        self._held_rooms = {}
 
     def __repr__(self):
         return f"Edge({self.name!r}, n={self.n}, depth={self.depth})"
@@ -136,11 +137,25 @@ class Edge:
 
     def room_chain(self):
         """:func:`chain` of :meth:`room` (the pushes the free entries alone allow, a beat a
-        cycle at most), kept with it until the pops change."""
+        cycle at most), kept with it until the pops change. Once the consumer has set the pops
+        they rise by a cycle a beat at least (a unit's steps do), and so does the room: the room
+        is its own chain then, but for its first ``depth`` entries, which bound nothing
+        (:data:`NEG`, where the chain has ``NEG + k``)."""
         room = self.room()
         if self._rchain is None:
-            self._rchain = chain(room)
+            self._rchain = room if self.cv > 1 else chain(room)
+            self._held_rooms = {}
         return self._rchain
+
+    def held_room(self, slack, off):
+        """``room_chain()[:-slack] - off``: what a producer that holds ``slack`` results, each
+        ready ``off`` after its step, owes the room at its step ``j + slack`` (kept with the
+        room)."""
+        R = self.room_chain()
+        out = self._held_rooms.get((slack, off))
+        if out is None:
+            out = self._held_rooms[(slack, off)] = R[:-slack] - off
+        return out
 
 
 class Watched:
@@ -379,9 +394,11 @@ class StepSeq(Actor):
             # part never binds a step (_closed_form), so the steps wait for chain(room) alone
             rooms = [e.room_chain() for e, *_ in held]
             a = base                    # not read again
-            for (e, st, off, slack, tail), R in zip(held, rooms):
-                if tail is not None:
-                    _raise(a, tail[0], R[:-slack] - tail[1])
+            for e, st, off, slack, tail in held:
+                if tail is not None and type(tail[1]) is int:
+                    _raise(a, tail[0], e.held_room(slack, tail[1]))
+                elif tail is not None:
+                    _raise(a, tail[0], e.room_chain()[:-slack] - tail[1])
             T = chain(a, c=c)
             new = []
             for (e, st, off, slack, tail), R in zip(held, rooms):
