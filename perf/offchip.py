@@ -86,8 +86,8 @@ class LoadActor(Actor):
         client = self.client
         alone = client.memory.order is None
         once = slots is not None and self._closed
-        if once and alone and every:
-            return self._alone(base, room, slots)
+        if once and every:
+            return self._alone(base, room, slots) if alone else self._ordered(base, slots)
         if once:
             # the slots wait for what the pushes owe to the room and to the others' grants
             if alone:
@@ -154,6 +154,32 @@ class LoadActor(Actor):
         changed = not same(T, self.T)
         self.T = T
         changed |= client.request(times, own)
+        if not same(P, self.out.P):
+            self.out.P = P
+            changed = True
+        if self.ref_idx is not None:
+            C = T[self.ref_idx >= 0]
+            if not same(self.ref.C, C):
+                self.ref.C = C
+                changed = True
+        return changed
+
+    def _ordered(self, base, slots):
+        """:meth:`update` with the memory's order set, every beat a tile, the slot loop closed:
+        the pushes are ``chain(max(grants + ready, room))``, which no longer depends on this
+        update's steps (the memory grants them), and equals ``max(grants + ready, R)`` (``R``
+        the room's chain): a client's requests come in order in the memory's order, so its
+        grants rise by a cycle a request at least. The slots wait for these pushes, and the
+        steps request their lines."""
+        R = self.out.room_chain()
+        P = np.maximum(self.client.last + self._extra, R)
+        a = base.copy()
+        dst, src = slots
+        a[dst] = np.maximum(a[dst], P[src] + self.slot_free if self.slot_free else P[src])
+        T = chain(a)
+        changed = not same(T, self.T)
+        self.T = T
+        changed |= self.client.request(T + self.tm.grant_delay)
         if not same(P, self.out.P):
             self.out.P = P
             changed = True
