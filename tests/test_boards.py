@@ -65,7 +65,7 @@ def test_preset_device_is_its_platforms_part_package_and_speed(name):
     args = b.device.nextpnr_args
     if b.device.constraints == "pcf":
         assert (p.device, p.package) == ("iCE40UP5K", "SG48")
-        assert args == ("--up5k", "--package", "sg48")
+        assert args[:3] == ("--up5k", "--package", "sg48")
     elif b.device.constraints == "cst":
         assert (p.part, p.family) == ("GW1NR-LV9QN88PC6/I5", "GW1NR-9C")
         assert args == ("--device", p.part, "--vopt", "family=GW1N-9C")
