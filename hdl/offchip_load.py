@@ -15,7 +15,9 @@ Both units have the same back end, a *tile fetcher*:
 4. The output beat is the head tag, with the head slot's tile when the tag carries data, once
    that slot is full and its registered read (not transparent to writes) holds the whole tile:
    a tile whose last line arrives in cycle ``t`` can leave in cycle ``t + 2``. It moves into
-   the output register (freeing its slot) when the register is empty or being read.
+   the output register (freeing its slot) when the register is empty or being read. A tile
+   of several lines is read at a registered address, so the next head's tile can move one
+   cycle after a move at the earliest (the memory delivers a tile every two cycles or more).
    ``out.valid`` and ``out.payload`` are registers: the tile buffer's read ends in the unit,
    not in the next unit's FIFO (GEMM's worst path on ECP5, 10 ns).
 
@@ -173,8 +175,9 @@ class _TileFetcher(wiring.Component):
 
         # -- output: the head beat moves into the output register -----------------------------
         # ``head_full``: the head slot's tile has arrived (``slots_full`` is not 0, registered);
-        # ``stale``: the head slot was written in the cycle it was read, so ``rd.data`` is the
-        # word before that write and the slot is read again
+        # ``stale``: the head slot was written in the cycle it was read (or, with a registered
+        # read address, another slot was read), so ``rd.data`` is not the head's tile yet and
+        # the slot is read again
         head_full = Signal(name="head_full")
         stale = Signal(name="stale")
         head = tags.o.payload
@@ -203,8 +206,14 @@ class _TileFetcher(wiring.Component):
         # on the path from the head pointer into the tile buffer's read address)
         rd_after = Signal.like(rd_slot, name="rd_slot_after", init=1 % K)
         rd_next = Signal.like(rd_slot, name="rd_slot_next")
-        m.d.comb += [rd_next.eq(Mux(freed, rd_after, rd_slot)),
-                     rd.addr.eq(rd_next)]
+        m.d.comb += rd_next.eq(Mux(freed, rd_after, rd_slot))
+        # A tile of several lines leaves at most every other cycle anyway (the memory gives one
+        # line a cycle), so the buffer is read at the head slot's register: the output's
+        # handshake stays off the block RAM's address (the worst iCE40 load path, 21 ns over
+        # four LUTs), and the new head's tile is read in the cycle after a move (``stale``).
+        # A one-line tile reads the next head slot as the move happens, one tile a cycle.
+        registered_read = len(lines) > 1
+        m.d.comb += rd.addr.eq(rd_slot if registered_read else rd_next)
         m.d.sync += [rd_slot.eq(rd_next), nfull.eq(nfull + completes - freed)]
         with m.If(freed):
             m.d.sync += rd_after.eq(Mux(rd_after == K - 1, 0, rd_after + 1))
@@ -216,7 +225,8 @@ class _TileFetcher(wiring.Component):
         m.d.sync += [
             head_full.eq(Mux(completes & ~freed, 1,
                              Mux(~completes & freed, nfull >= 2, nfull != 0))),
-            stale.eq(resp.valid & Mux(freed, nfull == 1, nfull == 0)),
+            stale.eq(freed | (resp.valid & (nfull == 0)) if registered_read else
+                     resp.valid & Mux(freed, nfull == 1, nfull == 0)),
         ]
         sent = Signal(name="request_sent")
         m.d.comb += sent.eq(reqq.o.valid & reqq.o.ready)
