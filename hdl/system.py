@@ -32,6 +32,7 @@ from amaranth.lib.wiring import In, Out
 
 from .csr import CSRBank
 from .fifo import StreamFIFO
+from .flags import increment_split
 from .memory import DebugSignature, MemoryModel
 
 __all__ = ["System", "TARGETS"]
@@ -206,8 +207,8 @@ class System(wiring.Component):
             with m.If(running):
                 m.d.sync += idle.eq(Mux(progress, 0, idle + 1))
 
+        increment_split(m, cycles, running)
         with m.If(running):
-            m.d.sync += cycles.eq(cycles + 1)
             with m.If(any_error):
                 m.d.sync += [error.eq(1), running.eq(0)]
                 for u in reversed(owners):   # the lowest unit id wins among simultaneous errors
