@@ -376,10 +376,13 @@ class StepSeq(Actor):
         if S == 0:
             return False
         ins, comb, held = self._plan or self._make_plan()
-        if self.skip_quiet and not self._fwd_moved and self._outputs_quiet(comb, held):
-            return False
+        binds = False               # a new pop binds a step or a push (the bounds do too)
+        if self.skip_quiet and not self._fwd_moved:
+            if self._outputs_quiet(comb, held):
+                return False
+            binds = True
         base = self._bound(self._inputs(ins), comb)
-        if self.skip_quiet and self._bounds_quiet(base, held):
+        if self.skip_quiet and not binds and self._bounds_quiet(base, held):
             self._fwd_moved = False
             return False
         # the unit's own results waiting for room bound its next steps: solve that loop here
