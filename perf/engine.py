@@ -44,8 +44,14 @@ def filled(n, value):
 
 
 def same(a, b):
-    """Whether two arrays hold the same values (``np.array_equal`` without its overhead)."""
-    return len(a) == len(b) and a.tobytes() == b.tobytes()
+    """Whether two arrays hold the same values (``np.array_equal`` without its overhead). The
+    last elements first: a schedule that moves mostly moves its end."""
+    n = len(a)
+    if n != len(b):
+        return False
+    if n > 64 and a[-1] != b[-1]:
+        return False
+    return a.tobytes() == b.tobytes()
 
 
 def offsets(n, cost=None, step=1):
