@@ -73,11 +73,12 @@ class PlainController(_Controller):
         prev_nostop = Signal(name="buf_prev_nostop")
         ended = Signal(name="ended")
         is_el = Signal(name="is_buffer")
-        final_rep = Signal(name="final_replay")
+        # ``rep == n - 1``, kept as a register beside the count (the comparison was on the
+        # worst iCE40 path of the read side, through ``buffers.ready`` into its FIFO's head)
+        final_rep = Signal(name="final_replay", init=n == 1)
         split = Signal(name="split_stop")
         m.d.comb += [
             is_el.eq(bp.has_data),
-            final_rep.eq(rep == n - 1),
             split.eq(~bp.has_data & (bp.stop != 0) & prev_nostop),
         ]
         raise_error(m, self.status, ErrorCode.BAD_STOP, bufs.valid & ~self.halt & split)
@@ -98,11 +99,12 @@ class PlainController(_Controller):
                      bufs.ready.eq(consume)]
         with m.If(fire):
             with m.If(consume):
-                m.d.sync += [rep.eq(0), prev_nostop.eq(is_el & (bp.stop == 0))]
+                m.d.sync += [rep.eq(0), final_rep.eq(n == 1),
+                             prev_nostop.eq(is_el & (bp.stop == 0))]
                 with m.If(bp.last):
                     m.d.sync += ended.eq(1)
             with m.Else():
-                m.d.sync += rep.eq(rep + 1)
+                m.d.sync += [rep.eq(rep + 1), final_rep.eq(rep == n - 2 if n > 1 else 1)]
         m.d.comb += [self.finished.eq(ended), self.status.stall_in.eq(~ended & ~bufs.valid)]
         return m
 
