@@ -60,8 +60,8 @@ class StreamFIFO(wiring.Component):
         Select :class:`~amaranth.lib.fifo.SyncFIFOBuffered` instead of
         :class:`~amaranth.lib.fifo.SyncFIFO` (see above).
     counters : bool, default True
-        Provide ``level`` and ``high_water`` (the simulation target's statistics); a board build
-        leaves them out.
+        Provide ``high_water`` (the simulation target's statistic); a board build leaves it
+        out. ``level`` is always there (unused, it costs nothing).
     split : bool, optional
         For ``depth=2`` without ``buffered``: keep the data apart (see above). By default a beat
         layout's ``data`` field of 8 bits or more is; ``True`` keeps a whole payload that is all
@@ -76,7 +76,7 @@ class StreamFIFO(wiring.Component):
     o : ``Out(stream.Signature(shape))``
         Beats in the order they were accepted.
     level : ``Out(range(depth + 1))``
-        Current occupancy (only with ``counters``).
+        Current occupancy.
     high_water : ``Out(range(depth + 1))``
         Only with ``counters``.
         Sticky maximum occupancy since reset: the largest value ``level`` held at any earlier
@@ -98,9 +98,10 @@ class StreamFIFO(wiring.Component):
         self._buffered = bool(buffered)
         self._counters = bool(counters)
         self._split = split
-        members = {"i": In(stream.Signature(shape)), "o": Out(stream.Signature(shape))}
+        members = {"i": In(stream.Signature(shape)), "o": Out(stream.Signature(shape)),
+                   "level": Out(range(depth + 1))}
         if counters:
-            members.update({"level": Out(range(depth + 1)), "high_water": Out(range(depth + 1))})
+            members["high_water"] = Out(range(depth + 1))
         super().__init__(members)
 
     @property
@@ -141,8 +142,8 @@ class StreamFIFO(wiring.Component):
             level = self._data_apart(m)
         else:
             level = self._head_and_queue(m)
+        m.d.comb += self.level.eq(level)
         if self._counters:
-            m.d.comb += self.level.eq(level)
             with m.If(level > self.high_water):
                 m.d.sync += self.high_water.eq(level)
         return m
@@ -183,14 +184,13 @@ class StreamFIFO(wiring.Component):
             m.d.sync += rp.eq(~rp)
         rest = {k: v for k, v in layout.members.items() if k != "data"} if beat else {}
         if rest:
-            m.submodules.fields = fields = StreamFIFO(data.StructLayout(rest), 2,
-                                                      counters=self._counters)
+            m.submodules.fields = fields = StreamFIFO(data.StructLayout(rest), 2, counters=False)
             m.d.comb += [fields.i.valid.eq(self.i.valid), self.i.ready.eq(fields.i.ready),
                          self.o.valid.eq(fields.o.valid), fields.o.ready.eq(self.o.ready)]
             for k in rest:
                 m.d.comb += [fields.i.payload[k].eq(self.i.payload[k]),
                              self.o.payload[k].eq(fields.o.payload[k])]
-            return fields.level if self._counters else None
+            return fields.level
         level = Signal(range(3), name="level")
         full = Signal(name="full")
         nonempty = Signal(name="nonempty")

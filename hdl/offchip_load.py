@@ -115,8 +115,6 @@ class _TileFetcher(wiring.Component):
         # comparisons of the tag FIFO's level and of ``inflight`` were on the worst iCE40 load
         # path, 26 ns over 7 cells, from the counts through the acceptance into the tag storage)
         # (``data_room``: a tile-buffer slot is free and the burst queue has room)
-        ntags = Signal(range(K + 3), name="tags_held")
-        nreqs = Signal(range(3), name="requests_held")
         tag_room = Signal(name="tag_room", init=1)
         data_room = Signal(name="data_room", init=1)
         m.d.comb += [
@@ -230,11 +228,10 @@ class _TileFetcher(wiring.Component):
         ]
         sent = Signal(name="request_sent")
         m.d.comb += sent.eq(reqq.o.valid & reqq.o.ready)
-        m.d.sync += [inflight.eq(inflight + alloc - freed), ntags.eq(ntags + take - move),
-                     nreqs.eq(nreqs + alloc - sent),
+        m.d.sync += [inflight.eq(inflight + alloc - freed),
                      data_room.eq(below_after(inflight, K, alloc, freed)
-                                  & below_after(nreqs, 2, alloc, sent)),
-                     tag_room.eq(below_after(ntags, K + 2, take, move))]
+                                  & below_after(reqq.level, 2, alloc, sent)),
+                     tag_room.eq(below_after(tags.level, K + 2, take, move))]
         m.d.comb += self.busy.eq(reqq.o.valid | (inflight != 0) | tags.o.valid | out_valid)
         return m
 
