@@ -171,6 +171,29 @@ def test_closed_form_output_loop_is_the_iterated_one(name, params, monkeypatch):
     assert _schedule(predict(hw, ref)) == fast
 
 
+def test_a_loads_one_pass_updates_are_its_iterated_slot_loop(monkeypatch):
+    """A load whose slot loop closes is updated without iterating, alone at the memory and with
+    its order set (``LoadActor._alone``, ``_ordered``): the schedule of the iterated loop. (The
+    CASES' loads have fewer tiles than their buffers: no slot waits.)"""
+    from stepforge.perf.offchip import LoadActor
+    hw, ref = _lowered("gemv", {"K": 32, "N": 16})
+    used = []
+    for path in ("_alone", "_ordered"):
+        plain = getattr(LoadActor, path)
+        monkeypatch.setattr(LoadActor, path, lambda self, *a, plain=plain, path=path:
+                            used.append(path) or plain(self, *a))
+    fast = _schedule(predict(hw, ref))
+    assert "_alone" in used and "_ordered" in used
+    closes = LoadActor._closed_slots
+
+    def iterated(self):
+        closes(self)
+        self._closed = False
+    monkeypatch.setattr(LoadActor, "_closed_slots", iterated)
+    used.clear()
+    assert _schedule(predict(hw, ref)) == fast and used == []
+
+
 def _trace_moe(tiling):
     from stepforge.loader import load, load_trace
     pf = load(EXAMPLES / "moe.py")
