@@ -92,6 +92,8 @@ part                                       job
 =========================================  ===================================================
 :class:`~.free_list.FreeList`              the free blocks (a FIFO of block numbers)
 :class:`~.writer.Writer`                   the write side: entries, bounds, descriptors, ``refs``
+:class:`~.write_decoder.WriteDecoder`      its first stage: each beat's part in its buffer,
+                                           decided as the beat enters (the writer's queue)
 :class:`~.controller.PlainController`,     a read side's commands: one per replay (from
 :class:`~.controller.RefController`        ``buffers``, or ``ref`` and ``buffers``)
 :class:`~.replay_engine.ReplayEngine`      a read side's replays: memory reads, affine walk,

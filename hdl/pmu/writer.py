@@ -1,15 +1,15 @@
 """The write side of a PMU (Bufferize): entries into memory, bounds, descriptors, ``refs``."""
 
-from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
-from amaranth.lib import data, fifo, wiring
+from amaranth.hdl import Module, Mux, Signal, unsigned
+from amaranth.lib import fifo, wiring
 from amaranth.lib.memory import WritePort
 from amaranth.lib.wiring import In, Out
 
 from ...contract.beat import beat_layout, beat_signature
-from ..fifo import StreamFIFO
 from ..flags import below_after
 from ..unit import ErrorCode, StatusSignature, raise_error
 from .interfaces import AllocSignature
+from .write_decoder import WriteDecoder
 
 __all__ = ["Writer"]
 
@@ -26,12 +26,11 @@ class Writer(wiring.Component):
     ``s - b``. Each fibre is
     counted against its bound as the interpreter's ``check_buffer`` does.
 
-    Two stages. The decoder decides, as a beat enters a two-entry queue, everything that
-    follows from the beats before it in the stream: whether it is stored or merged, whether it
-    needs a new block and its offset in the block, the buffer's descriptor, the bound checks.
-    The write stage takes the queue's head into memory with the block the free list gives, so
-    its decision to take a beat is one gate of registers. ``in0.ready`` and the queue's head are
-    registers; a beat is stored one cycle after ``in0`` takes it at the earliest.
+    Two stages. A :class:`~.write_decoder.WriteDecoder` decides, as a beat enters its two-entry
+    queue, everything that follows from the beats before it in the stream; the write stage
+    takes the queue's head into memory with the block the free list gives, so its decision to
+    take a beat is one gate of registers. ``in0.ready`` and the queue's head are registers; a
+    beat is stored one cycle after ``in0`` takes it at the earliest.
 
     Parameters
     ----------
@@ -84,117 +83,16 @@ class Writer(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         pmu = self.params
-        b, shape, bsize = pmu.b, pmu.shape, pmu.block_size
+        b, bsize = pmu.b, pmu.block_size
         idw = pmu.id_width
         refs_layout = beat_layout(pmu.buffer_type, pmu.rank - b)
 
-        # -- stage 1, the decoder: what each beat does, decided as it enters ------------------
-        # Everything but the block a beat lands in follows from the beats before it in the
-        # stream (whether it is stored or merged, whether it needs a new block and at which
-        # offset it lands, the buffer's length, the bound checks), so it is decided when the
-        # beat enters the two-entry queue, from the decoder's own registers, and the queue's
-        # head carries the outcome. The write stage's decision to take a beat is then one gate
-        # of registers: the head's ``need_alloc``, the free list's ``nonempty`` and ``go`` (the
-        # decision from the head's raw fields was the worst iCE40 path, 25 ns over 6-7 cells).
-        in_data_shape = beat_layout(pmu.elem_type, pmu.rank, row_bound=pmu.row_bound)["data"].shape
-        m.submodules.in_queue = inq = StreamFIFO(data.StructLayout({
-            "data": in_data_shape, "has_data": 1, "last": 1,
-            "store": 1,       # written as an entry at (block, offset)
-            "merge": 1,       # a stop-only beat rewriting the stop of the entry before it
-            "closes": 1,      # closes the buffer (its stop is >= b)
-            "fresh": 1,       # no buffer is open: a new one starts at the allocated block
-            "need_alloc": 1,  # stored in a new block (popped from the free list)
-            "offset": range(max(bsize, 2)),
-            "stop": pmu.stop_shape(),  # the stop as stored: b-1 when closing
-            "refs_push": 1, "ref_stop": refs_layout["stop"].shape,
-            "over": 1, "unclosed": 1,
-            "desc": pmu.desc_layout(),
-        }), 2, counters=False)
-        ip = self.in0.payload
-        accept = Signal(name="d_accept")
-        m.d.comb += [inq.i.valid.eq(self.in0.valid), self.in0.ready.eq(inq.i.ready),
-                     accept.eq(self.in0.valid & inq.i.ready)]
-
-        d_open = Signal(name="d_open")
-        d_prev_nostop = Signal(name="d_prev_nostop")
-        # the next stored beat needs a new block (no buffer is open, or its block is full)
-        d_blk_needed = Signal(name="d_block_needed", init=1)
-        d_off = Signal(range(bsize + 1), name="d_offset")
-        d_len = Signal(range(pmu.max_entries + 1), name="d_len")
-        d_nblk = Signal(range(pmu.max_blocks + 1), name="d_blocks")
-        d_elems = Signal(range(pmu.max_entries + 1), name="d_elems")
-        cnt = [Signal(range(shape[b - 1 - j] + 1), name=f"d_count{j}") for j in range(b)]
-
-        s, hd = ip.stop, ip.has_data
-        closes = Signal(name="d_closes")
-        bare_done = Signal(name="d_bare_done")
-        store = Signal(name="d_store")
-        merge = Signal(name="d_merge")
-        need_alloc = Signal(name="d_need_alloc")
-        cur_off = Signal(range(max(bsize, 2)), name="d_cur_offset")
-        t_eff = Signal(range(max(b, 2)), name="d_level")  # the stop as stored: b-1 when closing
-        m.d.comb += [
-            closes.eq(s >= b),
-            bare_done.eq(~hd & (s == 0) & ip.last),
-            store.eq(Mux(d_prev_nostop, hd, hd | (s != 0))),
-            merge.eq(~hd & (s != 0) & d_prev_nostop),
-            need_alloc.eq(store & d_blk_needed),
-            cur_off.eq(Mux(d_blk_needed, 0, d_off)),
-            t_eff.eq(Mux(closes, b - 1, s)),
-        ]
-        over_terms = [hd & (cnt[0] >= shape[b - 1])]
-        for j in range(1, b):
-            over_terms.append((t_eff >= j) & (cnt[j] >= shape[b - 1 - j]))
-        # the buffer's descriptor after this beat: each count's two candidates come from
-        # registers, the beat's kind picks one
-        len_0 = Signal.like(d_len, name="d_len_base")
-        nblk_0 = Signal.like(d_nblk, name="d_blocks_base")
-        len_n = Signal.like(d_len, name="d_len_next")
-        nblk_n = Signal.like(d_nblk, name="d_blocks_next")
-        elems_n = Signal.like(d_elems, name="d_elems_next")
-        m.d.comb += [
-            len_0.eq(Mux(d_open, d_len, 0)),
-            len_n.eq(Mux(store, len_0 + 1, len_0)),
-            nblk_0.eq(Mux(d_open, d_nblk, 0)),
-            nblk_n.eq(Mux(need_alloc, nblk_0 + 1, nblk_0)),
-            elems_n.eq(Mux(d_open, d_elems, 0) + hd),
-        ]
-        e = inq.i.payload
-        m.d.comb += [
-            e.data.eq(ip.data), e.has_data.eq(hd), e.last.eq(ip.last),
-            e.store.eq(store), e.merge.eq(merge), e.closes.eq(closes), e.fresh.eq(~d_open),
-            e.need_alloc.eq(need_alloc), e.offset.eq(cur_off), e.stop.eq(t_eff),
-            e.refs_push.eq(closes | (bare_done & ~d_open)),
-            e.ref_stop.eq(Mux(closes, s - b, 0)),
-            e.over.eq(Cat(*over_terms).any()),
-            e.unclosed.eq(ip.last & ~closes & ~(bare_done & ~d_open)),
-            e.desc.len.eq(len_n), e.desc.nblk.eq(nblk_n),
-            e.desc.full.eq(elems_n == pmu.max_entries),
-        ]
-        with m.If(accept):
-            with m.If(store):
-                m.d.sync += [d_prev_nostop.eq(hd & (s == 0)), d_off.eq(cur_off + 1),
-                             d_blk_needed.eq(cur_off == bsize - 1)]
-            with m.If(merge):
-                m.d.sync += d_prev_nostop.eq(0)
-            with m.If(closes):
-                m.d.sync += [d_open.eq(0), d_prev_nostop.eq(0), d_len.eq(0), d_nblk.eq(0),
-                             d_elems.eq(0), d_blk_needed.eq(1)]
-            with m.Elif(store):
-                m.d.sync += [d_open.eq(1), d_len.eq(len_n), d_nblk.eq(nblk_n),
-                             d_elems.eq(elems_n)]
-            for j in range(b):  # the fibre counters of the bound check
-                with m.If(closes | (t_eff > j)):
-                    m.d.sync += cnt[j].eq(0)
-                if j > 0:
-                    with m.Elif(t_eff == j):
-                        m.d.sync += cnt[j].eq(cnt[j] + 1)
-                else:
-                    with m.Elif(hd):
-                        m.d.sync += cnt[0].eq(cnt[0] + 1)
+        # -- stage 1, the decoder (write_decoder.py): each beat's part in its buffer ----------
+        m.submodules.decoder = dec = WriteDecoder(pmu)
+        wiring.connect(m, wiring.flipped(self.in0), dec.in0)
 
         # -- stage 2, the write stage: the head beat into memory ------------------------------
-        i0 = inq.o
+        i0 = dec.out
         h = i0.payload
         m.submodules.refs_fifo = refs_fifo = fifo.SyncFIFO(width=refs_layout.size, depth=3)
         m.d.comb += [self.refs.payload.eq(refs_fifo.r_data), self.refs.valid.eq(refs_fifo.r_rdy),
