@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-__all__ = ["TimingPath", "worst_paths"]
+__all__ = ["PathGroup", "TimingPath", "slow_groups", "worst_paths"]
 
 
 @dataclass(frozen=True)
@@ -69,3 +69,43 @@ def worst_paths(critical, timing, namer, count=3):
     if timing is not None and timing.constant_clocked:
         paths.sort(key=lambda p: -p.delay_ns)
     return paths[:count]
+
+
+@dataclass(frozen=True)
+class PathGroup:
+    """The register inputs that miss a clock, grouped by where their worst path starts and ends.
+
+    Attributes
+    ----------
+    start, end : tuple of str
+        ``(unit, signal)`` of the launching and of the capturing register.
+    endpoints : int
+        Register inputs (bits) of ``end`` whose worst path starts at ``start`` and misses.
+    delay_ns : float
+        The worst of them.
+    cells : int
+        Cells on that worst path, both registers included.
+    """
+    start: tuple
+    end: tuple
+    endpoints: int
+    delay_ns: float
+    cells: int
+
+
+def slow_groups(timing, namer, limit_ns):
+    """Every register input whose worst path is over ``limit_ns``, as :class:`PathGroup` s
+    (worst first): a design far from its clock has hundreds of such inputs, a few dozen
+    registers in a few units, and the groups say which decisions to move."""
+    groups = {}
+    for delay, cell, port in timing.endpoints:
+        if delay <= limit_ns:
+            break
+        p = timing.path(cell, port)
+        key = (namer.split(p.start[0]), namer.split(cell))
+        if key in groups:
+            g = groups[key]
+            groups[key] = PathGroup(g.start, g.end, g.endpoints + 1, g.delay_ns, g.cells)
+        else:
+            groups[key] = PathGroup(key[0], key[1], 1, delay, len(p.cells))
+    return sorted(groups.values(), key=lambda g: -g.delay_ns)

@@ -20,7 +20,7 @@ from stepforge.boards import (BuildError, BuildReport, DoesNotFit, SeedResult, T
                               find_tool, get_device)
 from stepforge.boards.netlist import UnitNamer, signal_name
 from stepforge.boards.nextpnr import clock_timing, parse_utilisation, placement_failure
-from stepforge.boards.paths import worst_paths
+from stepforge.boards.paths import slow_groups, worst_paths
 from stepforge.boards.pins import Port, pin_wrapper, top_ports
 from stepforge.boards.sta import analyse, read_sdf
 from stepforge.cli import main
@@ -234,6 +234,18 @@ def test_own_timing_of_an_sdf_joins_a_constant_clocked_dsp_and_skips_pads(tmp_pa
     assert [(round(p.delay_ns, 3), p.start, p.end, p.cells) for p in paths] == [
         (3.8, ("u0_A", "q"), ("u1_B", "out"), 3),
         (2.4, ("u0_A", "q"), ("u1_B", "acc[3]"), 3)]
+
+
+def test_slow_groups_gather_the_inputs_that_miss_a_clock_by_start_and_end(tmp_path):
+    (tmp_path / "t.sdf").write_text(SDF)
+    timing = analyse(*read_sdf(tmp_path / "t.sdf"))
+    namer = UnitNamer({"u0_A", "u1_B"})
+    groups = slow_groups(timing, namer, 2.0)
+    assert [(g.start, g.end, g.endpoints, round(g.delay_ns, 3), g.cells) for g in groups] == [
+        (("u0_A", "q"), ("u1_B", "out"), 1, 3.8, 3),
+        (("u0_A", "q"), ("u1_B", "acc[3]"), 1, 2.4, 3)]
+    assert [g.end for g in slow_groups(timing, namer, 3.0)] == [("u1_B", "out")]
+    assert slow_groups(timing, namer, 3.9) == []
 
 
 def test_nextpnr_critical_path_comes_first_then_other_endpoints(tmp_path):
