@@ -125,12 +125,16 @@ class LoadActor(Actor):
             else:
                 ready[d] = client.done() + self._extra
             P = chain(np.maximum(ready, room))
+        return self._publish(T, P, changed)
+
+    def _publish(self, T, P, changed):
+        """Keep the steps ``T`` (already in ``self.T``) and the pushes ``P``, and the reference's
+        pops; whether anything changed (``changed``: the steps or the requests did)."""
         if not same(P, self.out.P):
             self.out.P = P
             changed = True
         if self.ref_idx is not None:
-            m = self.ref_idx >= 0
-            C = T[m]
+            C = T[self.ref_idx >= 0]
             if not same(self.ref.C, C):
                 self.ref.C = C
                 changed = True
@@ -154,15 +158,7 @@ class LoadActor(Actor):
         changed = not same(T, self.T)
         self.T = T
         changed |= client.request(times, own)
-        if not same(P, self.out.P):
-            self.out.P = P
-            changed = True
-        if self.ref_idx is not None:
-            C = T[self.ref_idx >= 0]
-            if not same(self.ref.C, C):
-                self.ref.C = C
-                changed = True
-        return changed
+        return self._publish(T, P, changed)
 
     def _ordered(self, base, slots):
         """:meth:`update` with the memory's order set, every beat a tile, the slot loop closed:
@@ -180,15 +176,7 @@ class LoadActor(Actor):
         changed = not same(T, self.T)
         self.T = T
         changed |= self.client.request(T + self.tm.grant_delay)
-        if not same(P, self.out.P):
-            self.out.P = P
-            changed = True
-        if self.ref_idx is not None:
-            C = T[self.ref_idx >= 0]
-            if not same(self.ref.C, C):
-                self.ref.C = C
-                changed = True
-        return changed
+        return self._publish(T, P, changed)
 
     def busy(self):
         return self.busy_cycles
