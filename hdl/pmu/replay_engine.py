@@ -297,9 +297,9 @@ class ReplayEngine(wiring.Component):
         idx = [Signal(range(max(n, 2)), name=f"walk{d}") for d, n in enumerate(out_shape)]
         span = max(abs(offset), 1) + sum(abs((n - 1) * s) for n, s in zip(out_shape, stride))
         lin = Signal(range(-span - 1, span + 2), init=offset, name="walk_index")
-        at_last = [Signal(name=f"walk_last{d}") for d in range(nd)]
-        for d in range(nd):
-            m.d.comb += at_last[d].eq(idx[d] == out_shape[d] - 1)
+        # at_last[d]: idx[d] is at its last index, a register beside the index (the comparisons
+        # of the indices ahead of the step's choice were the worst iCE40 path of GEMM's replay)
+        at_last = [Signal(name=f"walk_last{d}", init=n == 1) for d, n in enumerate(out_shape)]
         for kk in range(1, nd):
             with m.If(Cat(*at_last[nd - kk:]).all()):
                 m.d.comb += walk_stop.eq(kk)
@@ -309,10 +309,13 @@ class ReplayEngine(wiring.Component):
                 inner = Cat(*at_last[d + 1:]).all() if d + 1 < nd else Const(1)
                 delta = stride[d] - sum((out_shape[e] - 1) * stride[e] for e in range(d + 1, nd))
                 with m.If(inner & ~at_last[d]):
-                    m.d.sync += [idx[d].eq(idx[d] + 1), lin.eq(lin + delta)]
+                    m.d.sync += [idx[d].eq(idx[d] + 1), lin.eq(lin + delta),
+                                 at_last[d].eq(idx[d] == out_shape[d] - 2 if out_shape[d] > 1
+                                               else 1)]
                     for e in range(d + 1, nd):
-                        m.d.sync += idx[e].eq(0)
+                        m.d.sync += [idx[e].eq(0), at_last[e].eq(out_shape[e] == 1)]
         with m.If(start):
             m.d.sync += [x.eq(0) for x in idx]
+            m.d.sync += [flag.eq(n == 1) for flag, n in zip(at_last, out_shape)]
             m.d.sync += lin.eq(offset)
         return walk_stop

@@ -134,13 +134,18 @@ class WriteDecoder(wiring.Component):
         nblk_0 = Signal.like(d_nblk, name="d_blocks_base")
         len_n = Signal.like(d_len, name="d_len_next")
         nblk_n = Signal.like(d_nblk, name="d_blocks_next")
+        elems_0 = Signal.like(d_elems, name="d_elems_base")
         elems_n = Signal.like(d_elems, name="d_elems_next")
+        full = Signal(name="d_full")
         m.d.comb += [
             len_0.eq(Mux(d_open, d_len, 0)),
             len_n.eq(Mux(store, len_0 + 1, len_0)),
             nblk_0.eq(Mux(d_open, d_nblk, 0)),
             nblk_n.eq(Mux(need_alloc, nblk_0 + 1, nblk_0)),
-            elems_n.eq(Mux(d_open, d_elems, 0) + hd),
+            elems_0.eq(Mux(d_open, d_elems, 0)),
+            elems_n.eq(elems_0 + hd),
+            # compared before the add (the add's carry into the comparison was a 16-cell path)
+            full.eq(Mux(hd, elems_0 == pmu.max_entries - 1, elems_0 == pmu.max_entries)),
         ]
         e = inq.i.payload
         m.d.comb += [
@@ -152,7 +157,7 @@ class WriteDecoder(wiring.Component):
             e.over.eq(Cat(*over_terms).any()),
             e.unclosed.eq(ip.last & ~closes & ~(bare_done & ~d_open)),
             e.desc.len.eq(len_n), e.desc.nblk.eq(nblk_n),
-            e.desc.full.eq(elems_n == pmu.max_entries),
+            e.desc.full.eq(full),
         ]
         with m.If(accept):
             with m.If(store):
