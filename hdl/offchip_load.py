@@ -114,7 +114,13 @@ class _TileFetcher(wiring.Component):
         # room for a tag and a free slot are flags, registered from the counts' next values (the
         # comparisons of the tag FIFO's level and of ``inflight`` were on the worst iCE40 load
         # path, 26 ns over 7 cells, from the counts through the acceptance into the tag storage)
-        # (``data_room``: a tile-buffer slot is free and the burst queue has room)
+        # (``data_room``: a tile-buffer slot is free and the burst queue has room). The counts
+        # of tags and requests held are registers of their own beside the two FIFOs, not the
+        # FIFOs' ``level``: the buffered FIFO's level is a sum, and with the request FIFO's own
+        # level register ABC merged the room logic into the FIFO's state, a path of 7 LUTs
+        # from the output's move (GEMV --tile 4x4 on the UP5K: 43.8 -> 40.2 MHz median)
+        ntags = Signal(range(K + 3), name="tags_held")
+        nreqs = Signal(range(3), name="requests_held")
         tag_room = Signal(name="tag_room", init=1)
         data_room = Signal(name="data_room", init=1)
         m.d.comb += [
@@ -228,10 +234,11 @@ class _TileFetcher(wiring.Component):
         ]
         sent = Signal(name="request_sent")
         m.d.comb += sent.eq(reqq.o.valid & reqq.o.ready)
-        m.d.sync += [inflight.eq(inflight + alloc - freed),
+        m.d.sync += [inflight.eq(inflight + alloc - freed), ntags.eq(ntags + take - move),
+                     nreqs.eq(nreqs + alloc - sent),
                      data_room.eq(below_after(inflight, K, alloc, freed)
-                                  & below_after(reqq.level, 2, alloc, sent)),
-                     tag_room.eq(below_after(tags.level, K + 2, take, move))]
+                                  & below_after(nreqs, 2, alloc, sent)),
+                     tag_room.eq(below_after(ntags, K + 2, take, move))]
         m.d.comb += self.busy.eq(reqq.o.valid | (inflight != 0) | tags.o.valid | out_valid)
         return m
 
