@@ -97,15 +97,13 @@ def slow_groups(timing, namer, limit_ns):
     """Every register input whose worst path is over ``limit_ns``, as :class:`PathGroup` s
     (worst first): a design far from its clock has hundreds of such inputs, a few dozen
     registers in a few units, and the groups say which decisions to move."""
-    groups = {}
-    for delay, cell, port in timing.endpoints:
+    worst, count = {}, {}
+    for delay, cell, port in timing.endpoints:     # worst first: a group's first is its worst
         if delay <= limit_ns:
             break
         p = timing.path(cell, port)
         key = (namer.split(p.start[0]), namer.split(cell))
-        if key in groups:
-            g = groups[key]
-            groups[key] = PathGroup(g.start, g.end, g.endpoints + 1, g.delay_ns, g.cells)
-        else:
-            groups[key] = PathGroup(key[0], key[1], 1, delay, len(p.cells))
-    return sorted(groups.values(), key=lambda g: -g.delay_ns)
+        worst.setdefault(key, (delay, len(p.cells)))
+        count[key] = count.get(key, 0) + 1
+    return [PathGroup(start, end, count[start, end], delay, cells)
+            for (start, end), (delay, cells) in worst.items()]
