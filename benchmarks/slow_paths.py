@@ -4,9 +4,10 @@ A build's report names its three worst paths; a design far from its clock has hu
 inputs that miss it, and what to change is which decisions they come from. Usage::
 
     stepforge build examples/gemv.py --device up5k --tile 4x4 --seeds 1 -o build/gemv-up5k
-    python benchmarks/slow_paths.py build/gemv-up5k [--mhz 60] [--unit memory] [--show 30]
+    python benchmarks/slow_paths.py build/gemv-up5k [--mhz 60] [--unit memory] [--show 30] [--seed N]
 
-times the routed design of the build's median seed again from its SDF
+times the routed design of the build's median seed (or of ``--seed``, whose SDF a build writes
+while it runs) again from its SDF
 (``stepforge.boards.sta``), prints the inputs slower than ``1000 / mhz`` ns by the unit of their
 register, then one line per group (start register -> end register: inputs, worst delay, cells
 on its path, both registers included), worst first. Only the median seed's SDF is kept by a
@@ -30,9 +31,13 @@ def main(argv=None):
     parser.add_argument("--mhz", type=float, default=60.0, help="the clock to meet (default 60)")
     parser.add_argument("--unit", default=None, help="only groups that end in this unit")
     parser.add_argument("--show", type=int, default=30, help="groups to list")
+    parser.add_argument("--seed", type=int, default=None,
+                        help="the seed to time (default: the build's median seed)")
     args = parser.parse_args(argv)
     out = Path(args.build)
-    seed = json.loads((out / "build.json").read_text())["median_seed"]
+    seed = args.seed
+    if seed is None:
+        seed = json.loads((out / "build.json").read_text())["median_seed"]
     timing = analyse(*read_sdf(out / f"seed{seed}.sdf"))
     module = load_module(out / "synth.json", "top")
     for prefix in ("link.system.", "dut.", ""):

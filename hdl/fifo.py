@@ -2,9 +2,12 @@
 
 from types import SimpleNamespace
 
-from amaranth.hdl import Module, Mux, Shape, Signal
+from amaranth.hdl import Module, Mux, Shape, Signal, unsigned
 from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
+
+from .flags import below_after, count_step
 
 __all__ = ["StreamFIFO"]
 
@@ -17,7 +20,8 @@ class StreamFIFO(wiring.Component):
     combinational path from one unit's ``ready`` or ``valid`` to the next: the FIFO is the cut
     that makes units composable and closes timing.
 
-    Two queue implementations from :mod:`amaranth.lib.fifo` are offered.
+    Two queue implementations are offered, with the timing of the queues of
+    :mod:`amaranth.lib.fifo`.
 
     * ``buffered=False`` (the default): a head register in front of a
       :class:`~amaranth.lib.fifo.SyncFIFO` of ``depth - 1`` beats. ``o`` comes from flip-flops, so
@@ -26,13 +30,14 @@ class StreamFIFO(wiring.Component):
       ``t + 1`` and a FIFO of depth 2 sustains one beat per cycle. Right for the small, wide
       FIFOs on most edges (a beat of a 4x4 int16 tile is 260 bits wide and rarely needs more
       than 2-4 entries); a depth-2 FIFO is two registers.
-    * ``buffered=True`` uses :class:`~amaranth.lib.fifo.SyncFIFOBuffered`: the storage is read
-      synchronously into an output register, so it maps to block RAM (``SB_RAM40_4K``,
-      ``DP16KD``) and its output is registered, at the cost of one more cycle of latency (a
+    * ``buffered=True``: the timing of :class:`~amaranth.lib.fifo.SyncFIFOBuffered`, the
+      storage read synchronously into an output register, so it maps to block RAM
+      (``SB_RAM40_4K``, ``DP16KD``) and its output is registered, at the cost of one more cycle
+      of latency (a
       beat written in cycle ``t`` is offered in cycle ``t + 2``) and of throughput at small
       depths: it sustains one beat per cycle only from depth 3 on (depth 2 moves at most one
       beat every other cycle). Use it for the deep FIFOs that the sizing pass derives from
-      symbol bounds.
+      symbol bounds. Its flags are registers of their own (:meth:`_storage_and_output`).
 
     A two-entry FIFO (``buffered=False``) of a beat, a :class:`~amaranth.lib.data.StructLayout`
     with a ``data`` field of 8 bits or more, keeps ``data`` apart from the other fields: two
@@ -127,8 +132,8 @@ class StreamFIFO(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        if self._buffered:
-            m.submodules.queue = queue = fifo.SyncFIFOBuffered(width=self._width, depth=self._depth)
+        if self._buffered and self._depth == 1:
+            m.submodules.queue = queue = fifo.SyncFIFOBuffered(width=self._width, depth=1)
             m.d.comb += [
                 queue.w_data.eq(self.i.payload),
                 queue.w_en.eq(self.i.valid),
@@ -138,6 +143,8 @@ class StreamFIFO(wiring.Component):
                 queue.r_en.eq(self.o.ready),
             ]
             level = queue.level
+        elif self._buffered:
+            level = self._storage_and_output(m)
         elif self._split_data():
             level = self._data_apart(m)
         else:
@@ -147,6 +154,53 @@ class StreamFIFO(wiring.Component):
             with m.If(level > self.high_water):
                 m.d.sync += self.high_water.eq(level)
         return m
+
+    def _storage_and_output(self, m):
+        """``buffered=True`` from depth 2: a memory of ``depth - 1`` beats read synchronously
+        into the output register, with the timing of
+        :class:`~amaranth.lib.fifo.SyncFIFOBuffered` of ``depth`` (a beat written in cycle
+        ``t`` is offered in cycle ``t + 2``). Its ``i.ready`` and "the memory holds a beat" are
+        registers set from the count's comparisons (:func:`~stepforge.hdl.flags.below_after`),
+        and the count steps by a multiplexer (:func:`~stepforge.hdl.flags.count_step`): the
+        handshakes only choose between values made from registers (Amaranth's queue compares
+        its count in the write's and the read's enables, the worst iCE40 load unit paths).
+        Returns the level."""
+        inner = self._depth - 1
+        storage = m.submodules.storage = Memory(shape=unsigned(self._width), depth=inner, init=[])
+        wr = storage.write_port()
+        rd = storage.read_port(domain="sync")
+        produce = Signal(range(inner), name="produce")
+        consume = Signal(range(inner), name="consume")
+        stored = Signal(range(inner + 1), name="stored")
+        room = Signal(name="room", init=1)
+        nonempty = Signal(name="stored_nonempty")
+        out_valid = Signal(name="out_valid")
+        push = Signal(name="push")
+        fetch = Signal(name="fetch")                  # the memory's head moves to the output
+        m.d.comb += [
+            self.i.ready.eq(room),
+            push.eq(self.i.valid & room),
+            fetch.eq(nonempty & (~out_valid | self.o.ready)),
+            wr.addr.eq(produce), wr.data.eq(self.i.payload), wr.en.eq(push),
+            rd.addr.eq(consume), rd.en.eq(fetch),
+            self.o.payload.eq(rd.data), self.o.valid.eq(out_valid),
+        ]
+
+        def advance(ptr):
+            return ptr.eq(Mux(ptr == inner - 1, 0, ptr + 1)) if inner > 1 else ptr.eq(0)
+
+        with m.If(push):
+            m.d.sync += advance(produce)
+        with m.If(fetch):
+            m.d.sync += [advance(consume), out_valid.eq(1)]
+        with m.Elif(self.o.ready):
+            m.d.sync += out_valid.eq(0)
+        m.d.sync += [
+            stored.eq(count_step(stored, push, fetch)),
+            room.eq(below_after(stored, inner, push, fetch)),
+            nonempty.eq(~below_after(stored, 1, push, fetch)),
+        ]
+        return stored + out_valid
 
     def _split_data(self):
         """Whether the wide ``data`` field (or, with ``split=True``, the whole payload) is kept

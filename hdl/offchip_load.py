@@ -39,7 +39,7 @@ from amaranth.lib.wiring import In, Out
 from ..compiler.types import ElemType, Index, Tile
 from ..contract.beat import beat_signature, stop_width
 from .fifo import StreamFIFO
-from .flags import below_after
+from .flags import below_after, count_step
 from .memory import TensorPlacement, index_shape, quiet_on_error
 from .ram_attrs import NO_COLLISION
 from .unit import ErrorCode, StatusSignature, check, check_int, check_ints, raise_error
@@ -218,7 +218,7 @@ class _TileFetcher(wiring.Component):
         # A one-line tile reads the next head slot as the move happens, one tile a cycle.
         registered_read = len(lines) > 1
         m.d.comb += rd.addr.eq(rd_slot if registered_read else rd_next)
-        m.d.sync += [rd_slot.eq(rd_next), nfull.eq(nfull + completes - freed)]
+        m.d.sync += [rd_slot.eq(rd_next), nfull.eq(count_step(nfull, completes, freed))]
         with m.If(freed):
             m.d.sync += rd_after.eq(Mux(rd_after == K - 1, 0, rd_after + 1))
         # the next head's flags from the count (registers); ``freed`` (which depends on
@@ -234,8 +234,9 @@ class _TileFetcher(wiring.Component):
         ]
         sent = Signal(name="request_sent")
         m.d.comb += sent.eq(reqq.o.valid & reqq.o.ready)
-        m.d.sync += [inflight.eq(inflight + alloc - freed), ntags.eq(ntags + take - move),
-                     nreqs.eq(nreqs + alloc - sent),
+        m.d.sync += [inflight.eq(count_step(inflight, alloc, freed)),
+                     ntags.eq(count_step(ntags, take, move)),
+                     nreqs.eq(count_step(nreqs, alloc, sent)),
                      data_room.eq(below_after(inflight, K, alloc, freed)
                                   & below_after(nreqs, 2, alloc, sent)),
                      tag_room.eq(below_after(ntags, K + 2, take, move))]

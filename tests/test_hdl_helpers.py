@@ -122,3 +122,40 @@ def test_increment_split_holds_the_exact_count_across_the_low_halfs_wraps():
     sim.run()
     assert sum(pattern) > 200              # the low half wraps about 30 times, the whole once
     assert all(got == want for got, want in seen)
+
+
+def test_count_step_and_below_after_follow_the_count_exactly():
+    """A count stepped by ``count_step`` from random increments and decrements holds
+    ``count + inc - dec`` after every edge, and flags registered from ``below_after`` hold
+    "the count is below the limit" for limits 1 (no comparison with 0), 2 and 5."""
+    import random
+
+    from stepforge.hdl.flags import below_after, count_step
+    m = Module()
+    count = Signal(range(6), name="count")
+    inc, dec = Signal(name="inc"), Signal(name="dec")
+    limits = (1, 2, 5)
+    flags = [Signal(name=f"below{k}", init=1) for k in limits]
+    m.d.sync += count.eq(count_step(count, inc, dec))
+    m.d.sync += [f.eq(below_after(count, k, inc, dec)) for f, k in zip(flags, limits)]
+    rng = random.Random(7)
+    seen = []
+
+    async def bench(ctx):
+        expected = 0
+        for _ in range(400):
+            up = expected < 5 and rng.random() < 0.5
+            down = expected > 0 and rng.random() < 0.5
+            ctx.set(inc, up)
+            ctx.set(dec, down)
+            await ctx.tick()
+            expected += up - down
+            seen.append((ctx.get(count), [ctx.get(f) for f in flags],
+                         expected, [int(expected < k) for k in limits]))
+
+    sim = Simulator(m)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    assert {want for _, _, want, _ in seen} == set(range(6))      # every count was reached
+    assert all(got == want and gflags == wflags for got, gflags, want, wflags in seen)

@@ -213,10 +213,12 @@ def replay(model, trace, reads, writes, debug, flat):
         assert len(trace.taken[c]) == len(lines)
         for t, (addrs, words) in zip(trace.taken[c], lines):
             events.append((t, "w", addrs, words))
+    # a word port access offered in cycle t takes the memory in cycle t + 1 (stage W)
     for t, (op, addr, value) in debug.items():
-        events.append((t, "dw" if op == "w" else "dr", [addr], [value]))
+        events.append((t + 1, "dw" if op == "w" else "dr", [addr], [value]))
     answers = dict(trace.rvalid)
-    assert sorted(answers) == sorted(t + g.latency for t, (op, _, _) in debug.items() if op == "r")
+    wl = model.word_latency
+    assert sorted(answers) == sorted(t + wl for t, (op, _, _) in debug.items() if op == "r")
     for t, kind, addrs, words in sorted(events, key=lambda e: e[0]):
         if kind in ("w", "dw"):
             for a, v in zip(addrs, words):
@@ -224,7 +226,7 @@ def replay(model, trace, reads, writes, debug, flat):
         elif kind == "r":
             assert words == [flat[a] for a in addrs], f"read line granted in cycle {t}"
         else:
-            assert answers[t + g.latency] == flat[addrs[0]], f"debug read in cycle {t}"
+            assert answers[t - 1 + wl] == flat[addrs[0]], f"debug read in cycle {t - 1}"
 
 
 def words_of(buf, g):
@@ -236,11 +238,11 @@ def burst_words(flat, addr, count, rows=1, stride=0):
 
 
 def check_timing(model, trace, reads, writes):
-    """One line per cycle, none while stalled or during a debug access, and every burst's first
-    line granted no earlier than two cycles after its request was accepted."""
+    """One line per cycle, none while stalled or in the cycle after a debug access, and every
+    burst's first line granted no earlier than two cycles after its request was accepted."""
     g = model.geometry
     grants = trace.grants(g.latency)
-    assert not set(grants) & (trace.stalled | trace.debug_cycles)
+    assert not set(grants) & (trace.stalled | {t + 1 for t in trace.debug_cycles})
     for kind, clients in (("read", reads), ("write", writes)):
         for c, bursts in enumerate(clients):
             burst = (model.read_ports if kind == "read" else model.write_ports)[c]
@@ -367,7 +369,7 @@ def test_repr_and_ports():
     assert m.write0.signature.flip() == MemoryPort(m.geometry, "write", (8, 1, 0))
     assert m.read0.req.payload.shape() == m.geometry.request_layout
     assert list(m.geometry.request_layout.members) == ["addr"]
-    assert m.word_latency == m.geometry.latency == 4
+    assert m.word_latency == m.geometry.latency + 1 == 5
     assert repr(MemoryPort(m.geometry, "read", (1, 4, 4))) == (
         f"MemoryPort({m.geometry!r}, 'read', (1, 4, 4))")
     assert not hasattr(m.read0, "data") and not hasattr(m.write0, "resp")
@@ -640,16 +642,19 @@ def test_debug_port_latency_and_priority(latency):
     g = model.geometry
     w = words_of(init, g)
     # reads in cycles 10, 11, 12 (pipelined), a write in 13 read back in 14, a read of a word the
-    # client writes (granted in cycle 2), accesses in 2 and 3 that hold the client reads off
-    debug = {2: ("w", 2, 0xDEADBEEF), 3: ("r", 1, 0), 5: ("r", 5, 0),
+    # client writes (granted in cycle 6), accesses in 1, 2 and 4 that hold the client reads off
+    # (an access takes the memory in the next cycle, and answers word_latency cycles after it)
+    debug = {1: ("w", 2, 0xDEADBEEF), 2: ("r", 1, 0), 4: ("r", 5, 0),
              10: ("r", 1, 0), 11: ("r", 3, 0), 12: ("r", 7, 0), 13: ("w", 9, 5), 14: ("r", 9, 0),
              15: ("r", 12, 0)}
     trace = drive(model, [[1]], [[(12, [0x1111, 0x2222])]], debug=debug)
-    assert trace.rvalid == [(3 + latency, w[1]), (5 + latency, w[5]), (10 + latency, w[1]),
-                            (11 + latency, w[3]), (12 + latency, w[7]), (14 + latency, 5),
-                            (15 + latency, 0x1111)]
-    # both clients have a line from cycle 2; the debug accesses in cycles 2, 3 and 5 hold them
-    # off: read 0 (first in the rotation) in cycle 4, the write in 6, read 0's second line in 7
+    wl = model.word_latency
+    assert wl == latency + 1
+    assert trace.rvalid == [(2 + wl, w[1]), (4 + wl, w[5]), (10 + wl, w[1]),
+                            (11 + wl, w[3]), (12 + wl, w[7]), (14 + wl, 5), (15 + wl, 0x1111)]
+    # both clients have a line from cycle 2; the debug accesses of cycles 1, 2 and 4 hold them
+    # off in 2, 3 and 5: read 0 (first in the rotation) in cycle 4, the write in 6, read 0's
+    # second line in 7
     grants = trace.grants(latency)
     assert sorted(grants.items()) == [(4, ("read", 0)), (6, ("write", 0)), (7, ("read", 0))]
     # the client read after the debug write in cycle 2 sees it; debug accesses are not counted

@@ -64,8 +64,9 @@ Counters and the word port
 --------------------------
 ``bytes_read`` and ``bytes_written`` add ``count * word_bytes`` for every granted client line:
 exactly the bytes the clients asked for. The ``debug`` word port (:data:`DebugSignature`) reads or
-writes one word per cycle with priority over the clients (no line is granted in a cycle with an
-access); a read's word arrives ``mem_latency`` cycles later with ``rvalid``. It is how a host (and
+writes one word per cycle with priority over the clients (an access waits one cycle in a
+register stage, and no line is granted in the cycle it leaves it); a read's word arrives
+``mem_latency + 1`` cycles later with ``rvalid``. It is how a host (and
 the simulation's preload) fills and reads tensors; its accesses are not counted. In Amaranth's
 simulator :func:`backdoor_read` / :func:`backdoor_write` reach the storage in zero time.
 """

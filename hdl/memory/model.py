@@ -158,10 +158,14 @@ class MemoryModel(wiring.Component):
                    read_ports=[s.shape for s in sigs if s.kind == "read"],
                    write_ports=[s.shape for s in sigs if s.kind == "write"], **kwargs)
 
+    #: Register stages of a word port access in front of the arbiter (stage W).
+    word_stages = 1
+
     @property
     def word_latency(self):
-        """Cycles from a word port read to its ``rdata`` (the same as a line's latency)."""
-        return self.geometry.latency
+        """Cycles from a word port read to its ``rdata``: a line's latency and the access's
+        own register stage (:attr:`word_stages`) in front of the arbiter."""
+        return self.geometry.latency + self.word_stages
 
     @staticmethod
     def _check_init(init, g):
@@ -205,9 +209,18 @@ class MemoryModel(wiring.Component):
             wiring.connect(m, wiring.flipped(port.req), gen.req)
             gens.append(gen)
         m.submodules.arbiter = arb = RoundRobin(n)
+        # -- stage W: a word port access waits a cycle in registers, so the cycle it takes from
+        # the clients is told by a register (the port's ``we``/``re`` were two LUT levels of the
+        # grant into stage S, the worst iCE40 memory path)
         dbg = self.debug
-        dbg_access = Signal(name="debug_access")
-        m.d.comb += [dbg_access.eq(dbg.we | dbg.re), arb.enable.eq(~self.stall & ~dbg_access)]
+        w_we = Signal(name="w_word_we")
+        w_re = Signal(name="w_word_re")
+        w_access = Signal(name="w_word_access")
+        w_addr = Signal.like(dbg.addr, name="w_word_addr")
+        w_wdata = Signal.like(dbg.wdata, name="w_word_wdata")
+        m.d.sync += [w_we.eq(dbg.we), w_re.eq(dbg.re & ~dbg.we), w_access.eq(dbg.we | dbg.re),
+                     w_addr.eq(dbg.addr), w_wdata.eq(dbg.wdata)]
+        m.d.comb += arb.enable.eq(~self.stall & ~w_access)
         for c, (port, gen) in enumerate(zip(clients, gens)):
             ok = gen.line.valid if c < nr else gen.line.valid & port.data.valid
             granted = Signal(name=f"c{c}_granted")
@@ -230,9 +243,9 @@ class MemoryModel(wiring.Component):
         m.d.sync += [s_valid.eq(arb.grant), s_write.eq(arb.index >= nr), s_client.eq(arb.index),
                      s_line.eq(_select([gen.line.payload.as_value() for gen in gens],
                                        arb.onehot)),
-                     s_dbg_we.eq(dbg.we), s_dbg_re.eq(dbg.re & ~dbg.we),
-                     s_dbg_lane.eq(dbg.addr[:g.lane_bits] if g.lane_bits else 0),
-                     s_dbg_row.eq(dbg.addr[g.lane_bits:]), s_dbg_word.eq(dbg.wdata)]
+                     s_dbg_we.eq(w_we), s_dbg_re.eq(w_re),
+                     s_dbg_lane.eq(w_addr[:g.lane_bits] if g.lane_bits else 0),
+                     s_dbg_row.eq(w_addr[g.lane_bits:]), s_dbg_word.eq(w_wdata)]
         # A client whose lines always route word k to the same lane (a fixed ``sel``,
         # :func:`~stepforge.hdl.memory.lines.fixed_sel`) needs no crossbar: when every write
         # client has one, ``s_wdata`` holds the words already in lane order and each lane takes

@@ -25,7 +25,8 @@ def DebugSignature(geometry):
     ``addr`` (word address) with ``we`` + ``wdata`` writes a word; with ``re`` it reads one, and
     ``rdata`` carries it with ``rvalid`` high exactly
     :attr:`~stepforge.hdl.memory.MemoryModel.word_latency` cycles later (one access per cycle,
-    pipelined). No client line is granted in a cycle with an access.
+    pipelined). An access waits one cycle in a register; no client line is granted in the
+    cycle after an access.
     """
     return wiring.Signature({
         "addr": Out(unsigned(geometry.addr_bits)),

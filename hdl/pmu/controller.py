@@ -82,8 +82,11 @@ class PlainController(_Controller):
             split.eq(~bp.has_data & (bp.stop != 0) & prev_nostop),
         ]
         raise_error(m, self.status, ErrorCode.BAD_STOP, bufs.valid & ~self.halt & split)
+        # a split stop only raises the error (the PMU halts from the next cycle on): the beat
+        # may still be sent as a command, so the stop comparison is not on the path from the
+        # buffer FIFO's head through ``cmd.valid`` into its pop (the worst iCE40 read side path)
         m.d.comb += [
-            cmd.valid.eq(bufs.valid & ~self.halt & ~split & ~ended),
+            cmd.valid.eq(bufs.valid & ~self.halt & ~ended),
             c.replay.eq(is_el),
             c.id.eq(bp.data),
             c.last.eq(bp.last & (final_rep | ~is_el)),

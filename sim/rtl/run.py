@@ -24,7 +24,8 @@ from ...compiler.ops.io import Input, Output
 from ...contract.beat import pack_beat, unpack_beat
 from ...contract.tokens import from_beats, from_nested, to_beats
 from ...contract.values import to_value
-from ...hdl.memory import array_from_bytes, array_to_bytes, lane_ram_verilog, word_addresses
+from ...hdl.memory import (MemoryModel, array_from_bytes, array_to_bytes, lane_ram_verilog,
+                           word_addresses)
 from ...hdl.platform import FamilyPlatform
 from ...hdl.system import System
 from ...hdl.unit import ErrorCode
@@ -243,7 +244,7 @@ def run_rtl(program, tensors=None, inputs=None, *, config=None, depths=None, sta
     job = {"preload": preload, "readback": readback, "csrs": system.csr_map,
            "watchdog": watchdog, "stall": bool(stall), "max_cycles": max_cycles,
            "input_latency": sim.input_latency, "period_ns": sim.period_ns,
-           "word_latency": hw.geometry.latency, "result": str(work / "result.json")}
+           "word_latency": hw.geometry.latency + MemoryModel.word_stages, "result": str(work / "result.json")}
     (work / "job.json").write_text(json.dumps(job))
     t0 = time.perf_counter()
     say("simulating")
