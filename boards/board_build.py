@@ -39,15 +39,17 @@ __all__ = ["BoardBuild", "board_design", "build_board", "main_build", "SYSTEM_PA
 SYSTEM_PATH = "link.system."
 
 
-def board_design(program, board, *, unit_cache=None, tile=None):
+def board_design(program, board, *, unit_cache=None, tile=None, wide_beats=False):
     """``(hw, system, top, verilog text)`` of ``program`` on ``board`` (module doc), with the
-    hardware tile ``tile`` (``(rows, cols)``) instead of the preset's when given."""
+    hardware tile ``tile`` (``(rows, cols)``) instead of the preset's when given. Tiles larger
+    than the hardware tile moved as wide beats are refused unless ``wide_beats``
+    (:func:`~stepforge.compiler.lower.lower`)."""
     board = get_board(board)
     config = board.hardware_config(tile)
     if config.clock_hz != board.clock_hz:
         raise ValueError(f"board {board.name!r}: its config's clock_hz {config.clock_hz} is "
                          f"not the board's clock {board.clock_hz}")
-    hw = lower(program, config)
+    hw = lower(program, config, wide_beats=wide_beats)
     family = FamilyPlatform(config.family) if config.family is not None else None
     library = UnitLibrary(unit_cache, platform=family)
     system = System(hw, storage="verilog", library=library, target="board")
@@ -85,7 +87,7 @@ class BoardBuild:
 
 
 def build_board(program, board, *, out_dir, seeds=1, jobs=2, progress=print, unit_cache=None,
-                tile=None):
+                tile=None, wide_beats=False):
     """Build ``program`` for ``board``: the bitstream and the report (module doc). ``tile``
     (``(rows, cols)``) replaces the preset's hardware tile; ``board.json`` records it, and a
     run on the board must give the same (the host driver checks the design's id).
@@ -106,7 +108,8 @@ def build_board(program, board, *, out_dir, seeds=1, jobs=2, progress=print, uni
     out.mkdir(parents=True, exist_ok=True)
     say = progress or (lambda line: None)
     say(f"converting {program.name} for {board.name} ...")
-    hw, system, top, text = board_design(program, board, unit_cache=unit_cache, tile=tile)
+    hw, system, top, text = board_design(program, board, unit_cache=unit_cache, tile=tile,
+                                         wide_beats=wide_beats)
     (out / "top.v").write_text(text)
     name, pins = constraints(board, top.pins())
     (out / name).write_text(pins)
@@ -132,7 +135,8 @@ def _smaller_tile(rows, cols):
     return (rows // 2, cols) if rows >= cols else (rows, cols // 2)
 
 
-def main_build(program, board, *, out_dir, seeds=3, jobs=2, freq=None, tile=None):
+def main_build(program, board, *, out_dir, seeds=3, jobs=2, freq=None, tile=None,
+               wide_beats=False):
     """``stepforge build --board``: build, print the report; the exit status (0: a bitstream
     that meets the board's clock; 1: it does not fit, does not meet the clock, or a tool
     failed; 2: a wrong argument)."""
@@ -146,7 +150,8 @@ def main_build(program, board, *, out_dir, seeds=3, jobs=2, freq=None, tile=None
               f"({board.clock_hz / 1e6:g} MHz)", file=sys.stderr)
         return 2
     try:
-        result = build_board(program, board, out_dir=out_dir, seeds=seeds, jobs=jobs, tile=tile)
+        result = build_board(program, board, out_dir=out_dir, seeds=seeds, jobs=jobs, tile=tile,
+                             wide_beats=wide_beats)
     except BuildError as e:      # DoesNotFit is a BuildError
         print(f"error: {e}", file=sys.stderr)
         if isinstance(e, DoesNotFit):

@@ -40,7 +40,7 @@ from .ops.io import Input, Output
 from .ops.memory import Bufferize
 from .ops.routing import EagerMerge, Partition
 from .passes import insert_broadcasts, tie_off
-from .tiling import TilingError, tile_for_hardware
+from .tiling import TilingError, element_tiles, tile_for_hardware
 from .types import Tile, Tuple
 
 __all__ = ["BUILDERS", "builds", "UnitInstance", "EdgeInstance", "HardwareGraph", "lower",
@@ -443,8 +443,47 @@ def _memory_map(program, config, layouts, word, lanes):
     return tensor_base, tensors, stream_base, streams_in, streams_out, cursor
 
 
+def wide_tiles(program, config):
+    """The streams of ``program`` whose tiles are larger than ``config``'s hardware tile at
+    their bounds: ``[(stream, tile, rows, cols)]`` with the bounds of the tile's sides. After
+    :func:`~stepforge.compiler.tiling.tile_for_hardware` these are the tiles that move whole,
+    as one wide beat each: a dynamic tile (rows up to a symbol's bound), or a static one that
+    hierarchical tiling left in place."""
+    found = []
+    for s in program.streams:
+        for tile in element_tiles(s.dtype):
+            rows, cols = (program.symbols.bound(d) for d in (tile.rows, tile.cols))
+            if (rows or 0) > config.tile_rows or (cols or 0) > config.tile_cols:
+                found.append((s, tile, rows, cols))
+    return found
+
+
+def _refuse_wide_tiles(program, config, note):
+    """The FPGA target's check (``lower(..., wide_beats=False)``): no tile moves as a wide
+    beat."""
+    wide = wide_tiles(program, config)
+    if not wide:
+        return
+    lc = LoweringContext(program, config, None, {}, {})
+    bits = {s: lc.layout(s).size for s, *_ in wide}
+    wide.sort(key=lambda w: -bits[w[0]])              # the widest first
+    lines = []
+    for s, tile, rows, cols in wide[:6]:
+        lines.append(f"  {s.node.name}: stream {s.name} {fmt_shape(s.shape)} of {tile!r} "
+                     f"(up to {rows} x {cols}, beats of {bits[s]:,} bits)")
+    more = f"\n  ... and {len(wide) - 6} more" if len(wide) > 6 else ""
+    why = (f"hierarchical tiling {note}" if note.startswith("not applied") else
+           "hierarchical tiling splits static tiles only; a dynamic tile is moved whole")
+    raise LoweringError(
+        f"{len(wide)} stream(s) move tiles larger than the hardware tile "
+        f"({config.tile_rows}x{config.tile_cols}) as single wide beats ({why}):\n"
+        + "\n".join(lines) + more + "\nan FPGA build refuses wide beats: use smaller tiles or "
+        "bounds, or allow them explicitly (stepforge build --wide-beats; lower(..., "
+        "wide_beats=True))")
+
+
 def lower(program, config=None, *, depths=None, memory_slack_bytes=0, tiling="auto",
-          fifo_sizing="lp", throughput=1.0, deadlock_check="warn"):
+          fifo_sizing="lp", throughput=1.0, deadlock_check="warn", wide_beats=True):
     """Lower ``program`` for ``config`` (default :meth:`HardwareConfig.sim`).
 
     Parameters
@@ -471,6 +510,11 @@ def lower(program, config=None, *, depths=None, memory_slack_bytes=0, tiling="au
         The static deadlock check (:func:`~stepforge.compiler.fifo_sizing.check_deadlocks`) on
         the chosen depths: its findings are in ``HardwareGraph.deadlocks`` and the manifest;
         ``"warn"`` also warns, ``"raise"`` raises :class:`LoweringError`.
+    wide_beats : bool, default True
+        Whether a tile larger than the hardware tile may move whole as one wide beat (a dynamic
+        tile; a static one that hierarchical tiling left in place; :func:`wide_tiles`). The
+        FPGA builds pass False: such a program is refused with a :class:`LoweringError` naming
+        the streams, their tiles and beat widths, instead of a design no device holds.
 
     Returns
     -------
@@ -500,6 +544,8 @@ def lower(program, config=None, *, depths=None, memory_slack_bytes=0, tiling="au
     insert_broadcasts(program)
     tie_off(program)
     _check_size(program, config, note)
+    if not wide_beats:
+        _refuse_wide_tiles(program, config, note)
 
     # Memory words: the largest size that divides a channel's bytes per cycle and every tile row
     # the program moves, so every tile row is whole words.

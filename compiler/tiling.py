@@ -45,7 +45,7 @@ from .ops.offchip import LinearOffChipLoad, LinearOffChipStore
 from .ops.shape import Zip
 from .types import Buffer, Tile, Tuple
 
-__all__ = ["TilingError", "tile_for_hardware", "needs_tiling", "subtile"]
+__all__ = ["TilingError", "tile_for_hardware", "needs_tiling", "subtile", "element_tiles"]
 
 _ELEMENTWISE = frozenset({"add", "sub", "mul", "div", "maximum", "exp", "silu", "rsqrt", "cast",
                           "scale", "arg", "const", "get"})
@@ -55,13 +55,14 @@ class TilingError(LoweringError):
     """The program has a STeP tile larger than the hardware tile where no rule applies."""
 
 
-def _tiles(t):
+def element_tiles(t):
+    """The tiles an element type ``t`` holds (itself, a tuple's, a buffer's element's)."""
     if isinstance(t, Tile):
         return [t]
     if isinstance(t, Tuple):
-        return [x for e in t.elems for x in _tiles(e)]
+        return [x for e in t.elems for x in element_tiles(e)]
     if isinstance(t, Buffer):
-        return _tiles(t.elem)
+        return element_tiles(t.elem)
     return []
 
 
@@ -72,7 +73,7 @@ def _too_big(tile, config):
 
 def needs_tiling(program, config):
     """Whether any stream of ``program`` moves a static tile larger than ``config``'s."""
-    return any(_too_big(t, config) for s in program.streams for t in _tiles(s.dtype))
+    return any(_too_big(t, config) for s in program.streams for t in element_tiles(s.dtype))
 
 
 def subtile(tile, config, where=""):
@@ -154,7 +155,7 @@ class _Tiler:
 
     def _fail(self, node, what):
         tiles = sorted({fmt_shape(t.shape) for s in list(node.inputs) + list(node.outputs)
-                        for t in _tiles(s.dtype)})
+                        for t in element_tiles(s.dtype)})
         c = self.config
         raise TilingError(f"{node.name} ({type(node).__name__}) {what} (tiles {', '.join(tiles)} "
                           f"on a {c.tile_rows}x{c.tile_cols} hardware tile)")

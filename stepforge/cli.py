@@ -148,14 +148,15 @@ def cmd_build(args):
         pf = load(args.program)
         return main_build(pf.build(**_params(args)), args.board, freq=args.freq,
                           out_dir=args.output or Path("build") / f"{pf.name}-{args.board}",
-                          seeds=args.seeds, jobs=args.jobs, tile=args.tile)
+                          seeds=args.seeds, jobs=args.jobs, tile=args.tile,
+                          wide_beats=args.wide_beats)
     from .fpga import build_program  # deferred: Amaranth, 0.5 s
     pf = load(args.program)
     out = Path(args.output or Path("build") / f"{pf.name}-{args.device}")
     try:
         report = build_program(pf.build(**_params(args)), args.device, out, seeds=args.seeds,
                                jobs=args.jobs, freq_mhz=args.freq, name=pf.name, tile=args.tile,
-                               synth_flags=args.synth_flags)
+                               synth_flags=args.synth_flags, wide_beats=args.wide_beats)
     except BuildError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -237,6 +238,10 @@ def main(argv=None):
                    help="with --device: options added to the synthesis command, e.g. "
                         "--synth-flags=-dff on the up5k (shallower logic; if synthesis fails "
                         "with them it runs again without)")
+    b.add_argument("--wide-beats", action="store_true",
+                   help="build a program whose tiles larger than the hardware tile move whole, "
+                        "one wide beat each (a dynamic tile, or a static one hierarchical "
+                        "tiling cannot split); refused by default")
     f = sub.add_parser("flash", help="load a bitstream onto a board with openFPGALoader")
     f.add_argument("--board", required=True,
                    help="icebreaker, ulx3s-85f, orangecrab-85f or tangnano9k")

@@ -11,6 +11,7 @@ from pathlib import Path
 from amaranth.hdl import UnusedElaboratable
 
 from .boards import DEVICES as BOARD_DEVICES, DoesNotFit, build
+from .compiler.errors import LoweringError
 from .compiler.types import int8
 from .hdl.config import HardwareConfig
 from .sim.rtl import compile_program
@@ -35,7 +36,7 @@ def device_config(device, tile=None):
 
 
 def build_program(program, device, out_dir, *, seeds=3, jobs=2, freq_mhz=None, name=None,
-                  progress=print, pack=True, tile=None, synth_flags=""):
+                  progress=print, pack=True, tile=None, synth_flags="", wide_beats=False):
     """Compile ``program`` for ``device`` (board target) and build it in ``out_dir``.
 
     Returns the :class:`~stepforge.boards.BuildReport`; raises
@@ -43,10 +44,12 @@ def build_program(program, device, out_dir, *, seeds=3, jobs=2, freq_mhz=None, n
     runs out). ``freq_mhz`` defaults to the device preset's clock; ``progress`` gets the lines of
     progress (None: silence); ``pack=False`` skips the bitstream; ``tile`` replaces the preset's
     hardware tile (:func:`device_config`); ``synth_flags`` are appended to the device's
-    synthesis command (:func:`~stepforge.boards.build.build`).
+    synthesis command (:func:`~stepforge.boards.build.build`). A program that moves tiles
+    larger than the hardware tile as wide beats raises
+    :class:`~stepforge.compiler.errors.LoweringError` unless ``wide_beats``.
     """
     config = device_config(device, tile)
-    hw, system, text = compile_program(program, config, target="board")
+    hw, system, text = compile_program(program, config, target="board", wide_beats=wide_beats)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "top.v").write_text(text)
@@ -70,7 +73,7 @@ def fpga_point(program, point="default", *, device, out_dir, seeds=1, tile=None)
     try:
         report = build_program(program, device, Path(out_dir) / point, seeds=seeds, jobs=1,
                                progress=None, pack=False, tile=tile)
-    except DoesNotFit as e:
+    except (DoesNotFit, LoweringError) as e:
         return {"fits": False, "fpga_error": str(e)}
     row = {"fmax_mhz": round(report.fmax_mhz, 1), "fits": True}
     row.update(report.design_totals())

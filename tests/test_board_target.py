@@ -87,3 +87,26 @@ def test_ecp5_board_target_instantiates_mult18x18d():
     with pytest.raises(ValueError, match="FamilyPlatform family must be one of 'ecp5', 'ice40', "
                                          "not None"):
         FamilyPlatform(None)
+
+
+def test_fpga_lowering_refuses_tiles_moved_as_wide_beats():
+    """A dynamic tile (MoE's per-expert batch, rows up to T) has no hardware tiling: the
+    simulation moves it whole as one wide beat, an FPGA build refuses it and names the
+    widest streams; a program over hardware tiles passes either way."""
+    from stepforge.compiler.errors import LoweringError
+    from stepforge.compiler.lower import wide_tiles
+    from stepforge.hdl.config import HardwareConfig
+    config = HardwareConfig.ecp5_85f()
+    moe = load_example("moe").build(T=4)
+    hw = lower(moe, config)                          # the simulation's default: allowed
+    wide = wide_tiles(hw.program, config)
+    assert wide and all(max(r, c) > 4 for _, _, r, c in wide)
+    with pytest.raises(LoweringError) as info:
+        lower(load_example("moe").build(T=4), config, wide_beats=False)
+    text = str(info.value)
+    assert text.startswith(f"{len(wide)} stream(s) move tiles larger than the hardware tile "
+                           "(4x4) as single wide beats")
+    assert "Accum_0: stream Accum_0 [nonzero(N_sel_0)] of Tile(int16, N_sel_0, 8) (up to 4 x 8" in text
+    assert "stepforge build --wide-beats" in text
+    _, program = gemv()
+    assert wide_tiles(lower(program, config, wide_beats=False).program, config) == []

@@ -333,3 +333,11 @@ def test_the_performance_model_refuses_a_cyclic_program_in_words(capsys):
     assert err == ("error: ModelError: the performance model does not model cycles: "
                    "decode_attention closes one with the feedback dispatch (run it in Verilator, "
                    "--level rtl, or in the interpreter, --level ref)\n")
+
+
+def test_an_fpga_build_refuses_wide_beats_before_synthesis(tmp_path, capsys):
+    status, _, err = _run(capsys, ["build", MOE, "-p", "T=4", "--device", "up5k",
+                                   "-o", str(tmp_path / "moe")])
+    assert status == 2
+    assert "as single wide beats" in err and "stepforge build --wide-beats" in err
+    assert not (tmp_path / "moe" / "top.v").exists()

@@ -79,7 +79,7 @@ class RTLResult:
 
 
 def compile_program(program, config=None, *, depths=None, separate=True, unit_cache=None,
-                    jobs=None, target="sim"):
+                    jobs=None, target="sim", wide_beats=None):
     """Lower ``program`` and return ``(hw, system, verilog text)``.
 
     With ``separate`` (the default) every distinct unit, FIFO and the memory is a Verilog module
@@ -88,9 +88,13 @@ def compile_program(program, config=None, *, depths=None, separate=True, unit_ca
     call; the modules missing from the cache are generated ``jobs`` at once (default: the CPU
     count). ``separate=False`` converts the whole system as one design. ``target`` is the
     :class:`~stepforge.hdl.system.System`'s: ``"sim"`` (Verilator) or ``"board"`` (an FPGA build
-    without test-only logic; its memory lanes start uninitialized).
+    without test-only logic; its memory lanes start uninitialized). ``wide_beats``: whether a
+    tile larger than the hardware tile may move as one wide beat (default: only for
+    ``"sim"``; :func:`~stepforge.compiler.lower.lower`).
     """
-    hw = lower(program, config, depths=depths)
+    if wide_beats is None:
+        wide_beats = target != "board"
+    hw = lower(program, config, depths=depths, wide_beats=wide_beats)
     # a board build elaborates for its device family (the PCU then instantiates MULT18X18D with
     # their registers inside); the simulation target stays generic
     platform = (FamilyPlatform(hw.config.family)
