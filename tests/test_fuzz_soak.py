@@ -1,5 +1,6 @@
 """The soak switch (``tests/conftest.py``): every property test's example count raised."""
 
+import json
 import os
 import subprocess
 import sys
@@ -86,6 +87,8 @@ def test_the_soak_plan_reaches_the_streams_of_every_kind():
         streams = sum(examples[node] * s for node, s in tests)
         assert 10_000 <= streams < 10_000 + sum(s for _, s in tests), kind
     assert soak.plan("pcu", 10_000)["tests/test_hdl_pcu.py::test_map_unary"] == 477  # 21 / ex
+    # the split FIFO tests drive one stream through two FIFOs: 1 stream each, 2,500 x 4 tests
+    assert set(soak.plan("fifo", 10_000).values()) == {2_500}
     assert soak.plan("memory", 10_000) == {
         "tests/test_hdl_memory.py::test_random_bursts_match_a_flat_memory": 10_000}
 
@@ -129,3 +132,22 @@ def test_the_soak_reads_the_hypothesis_statistics():
                                                  stopped="settings.max_examples=1000")
     assert soak.parse_statistics("1 failed") == dict(passing=0, failing=0, invalid=0,
                                                      seconds=0.0, stopped="")
+
+
+def test_the_soak_summary_counts_a_corrected_minimum(tmp_path):
+    """A log written while a test's minimum was too high is counted by the corrected one."""
+    soak = _soak_script()
+    node = "tests/test_hdl_fifo.py::test_split_data_keeps_timing"
+    records = [dict(start=True, chunk="1-1", pid=1, kind="fifo", test=node, requested=1000,
+                    commit="abc"),
+               dict(kind="fifo", test=node, chunk="1-1", requested=1000, streams_per_example=2,
+                    commit="abc", passing=1000, failing=0, invalid=7, seconds=20.0, wall=21.0,
+                    rc=0),
+               dict(kind="fifo", test="tests/test_hdl_fifo.py::test_random_streams", chunk="1-2",
+                    requested=600, streams_per_example=1, commit="abc", passing=600, failing=0,
+                    invalid=0, seconds=6.0, wall=6.5, rc=0)]
+    (tmp_path / "log-1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    [row] = soak.summarize([tmp_path])
+    assert (row["kind"], row["tests"], row["of"], row["examples"], row["streams"],
+            row["failing"], row["done"]) == ("fifo", 2, 4, 1_600, 1_600, 0, False)
+    assert row["per_test"][node]["streams"] == 1_000
