@@ -304,16 +304,33 @@ class ReplayEngine(wiring.Component):
             with m.If(Cat(*at_last[nd - kk:]).all()):
                 m.d.comb += walk_stop.eq(kk)
         m.d.comb += rd_addr.eq(e_id * bsize + lin)
+        # What a step does is decided from the flags alone, before the step: dimension ``d``
+        # counts up when every inner one is at its last index and it is not (``bump[d]``), and
+        # restarts when it and every inner one are at their last index and an outer one counts
+        # (``wrap[d]``); ``lin`` moves by the counting dimension's ``delta``. ``step`` (the
+        # issue, the engine's deepest decision) then only chooses between the next values and
+        # the registers (it went through the flags' priority chain into the indices, the worst
+        # iCE40 GEMM path: 25 ns over 8 cells)
+        bump = [Signal(name=f"walk_bump{d}") for d in range(nd)]
+        wrap = [Signal(name=f"walk_wrap{d}") for d in range(nd)]
+        done = Cat(*at_last).all()
+        delta = Signal.like(lin, name="walk_delta")
+        for d in range(nd):
+            inner = Cat(*at_last[d + 1:]).all() if d + 1 < nd else Const(1)
+            m.d.comb += [bump[d].eq(inner & ~at_last[d]),
+                         wrap[d].eq(inner & at_last[d] & ~done)]
+            with m.If(bump[d]):
+                m.d.comb += delta.eq(stride[d] - sum((out_shape[e] - 1) * stride[e]
+                                                     for e in range(d + 1, nd)))
         with m.If(step):
-            for d in reversed(range(nd)):
-                inner = Cat(*at_last[d + 1:]).all() if d + 1 < nd else Const(1)
-                delta = stride[d] - sum((out_shape[e] - 1) * stride[e] for e in range(d + 1, nd))
-                with m.If(inner & ~at_last[d]):
-                    m.d.sync += [idx[d].eq(idx[d] + 1), lin.eq(lin + delta),
+            m.d.sync += lin.eq(lin + delta)
+            for d in range(nd):
+                with m.If(bump[d]):
+                    m.d.sync += [idx[d].eq(idx[d] + 1),
                                  at_last[d].eq(idx[d] == out_shape[d] - 2 if out_shape[d] > 1
                                                else 1)]
-                    for e in range(d + 1, nd):
-                        m.d.sync += [idx[e].eq(0), at_last[e].eq(out_shape[e] == 1)]
+                with m.If(wrap[d]):
+                    m.d.sync += [idx[d].eq(0), at_last[d].eq(out_shape[d] == 1)]
         with m.If(start):
             m.d.sync += [x.eq(0) for x in idx]
             m.d.sync += [flag.eq(n == 1) for flag, n in zip(at_last, out_shape)]
