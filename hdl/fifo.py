@@ -33,11 +33,11 @@ class StreamFIFO(wiring.Component):
     * ``buffered=True``: the timing of :class:`~amaranth.lib.fifo.SyncFIFOBuffered`, the
       storage read synchronously into an output register, so it maps to block RAM
       (``SB_RAM40_4K``, ``DP16KD``) and its output is registered, at the cost of one more cycle
-      of latency (a
-      beat written in cycle ``t`` is offered in cycle ``t + 2``) and of throughput at small
-      depths: it sustains one beat per cycle only from depth 3 on (depth 2 moves at most one
-      beat every other cycle). Use it for the deep FIFOs that the sizing pass derives from
-      symbol bounds. Its flags are registers of their own (:meth:`_storage_and_output`).
+      of latency (a beat written in cycle ``t`` is offered in cycle ``t + 2``) and of
+      throughput at small depths: it sustains one beat per cycle only from depth 3 on (depth 2
+      moves at most one beat every other cycle). Use it for the deep FIFOs that the sizing pass
+      derives from symbol bounds. Its flags are registers of their own
+      (:meth:`_storage_and_output`).
 
     A two-entry FIFO (``buffered=False``) of a beat, a :class:`~amaranth.lib.data.StructLayout`
     with a ``data`` field of 8 bits or more, keeps ``data`` apart from the other fields: two
