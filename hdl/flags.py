@@ -1,8 +1,8 @@
 """Registered flags of counters: the comparison is made on the count, not on its next value."""
 
-from amaranth.hdl import C, Mux, Signal
+from amaranth.hdl import C, Cat, Mux, Signal
 
-__all__ = ["below_after", "count_step", "increment_split"]
+__all__ = ["below_after", "count_step", "increment_split", "trailing_count"]
 
 
 def below_after(count, limit, inc, dec):
@@ -76,3 +76,26 @@ def increment_split(m, counter, enable, *, low_bits=16):
         m.d.sync += [low.eq(low + 1), low_full.eq(low == ones - 1)]
         with m.If(low_full):
             m.d.sync += high.eq(high + 1)
+
+
+def trailing_count(flags):
+    """How many of the last flags of ``flags`` are all set (0 to ``len(flags)``), as a value.
+
+    A walk's stop is the number of its innermost dimensions at their last index; with
+    ``flags`` the walk's "at its last index" registers, outermost first, this is that stop. The
+    trailing ANDs form a thermometer code, so "exactly k set" is one AND of two of them and each
+    bit of the count an OR of those: LUTs of the flags (a sum of the trailing ANDs became a carry
+    chain, the worst iCE40 GEMM load path).
+
+    Parameters
+    ----------
+    flags : sequence of amaranth.hdl.Value
+        One-bit flags, outermost first.
+    """
+    n = len(flags)
+    if n == 0:
+        return C(0, 1)
+    trail = [Cat(*flags[n - k:]).all() for k in range(1, n + 1)]   # the k innermost are set
+    exactly = [trail[k - 1] & ~trail[k] if k < n else trail[n - 1] for k in range(1, n + 1)]
+    return Cat(*(Cat(*[e for k, e in enumerate(exactly, 1) if (k >> bit) & 1]).any()
+                 for bit in range(n.bit_length())))

@@ -31,7 +31,7 @@ output. The unit's on-chip storage is ``buffer_tiles x bytes(tile)`` (:attr:`onc
 paper's model counts ``2 x bytes(tile)``).
 """
 
-from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
+from amaranth.hdl import Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -39,7 +39,7 @@ from amaranth.lib.wiring import In, Out
 from ..compiler.types import ElemType, Index, Tile
 from ..contract.beat import beat_signature, stop_width
 from .fifo import StreamFIFO
-from .flags import below_after, count_step
+from .flags import below_after, count_step, trailing_count
 from .memory import TensorPlacement, index_shape, quiet_on_error
 from .ram_attrs import NO_COLLISION
 from .unit import ErrorCode, StatusSignature, check, check_int, check_ints, raise_error
@@ -264,15 +264,8 @@ class _WalkState:
         t = [Signal(name=f"walk_trail{d}") for d in range(D)] + [1]
         for d in reversed(range(D)):
             m.d.comb += t[d].eq(t[d + 1] & self.at_last[d])
-        # the stop counts the trailing flags ``t`` (a thermometer: ``t[d]`` implies ``t[d + 1]``),
-        # so "exactly k dimensions at their last index" is ``t[D - k] & ~t[D - k - 1]`` and the
-        # count's bits are ORs of those: LUTs of the flags, where a sum of the flags became a
-        # carry chain (the worst iCE40 GEMM load path, 25 ns over 9 cells into the tag FIFO)
         self.stop = Signal(range(D + 1), name="walk_stop")
-        exactly = [t[D - k] & ~t[D - k - 1] if k < D else t[0] for k in range(1, D + 1)]
-        for bit in range(len(self.stop)):
-            terms = [e for k, e in enumerate(exactly, 1) if (k >> bit) & 1]
-            m.d.comb += self.stop[bit].eq(Cat(*terms).any() if terms else 0)
+        m.d.comb += self.stop.eq(trailing_count(self.at_last))
         self.final = t[0] if D else 1
         self._m, self._p, self._t = m, p, t
         self._out_shape, self._stride = out_shape, stride

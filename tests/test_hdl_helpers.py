@@ -159,3 +159,30 @@ def test_count_step_and_below_after_follow_the_count_exactly():
     sim.run()
     assert {want for _, _, want, _ in seen} == set(range(6))      # every count was reached
     assert all(got == want and gflags == wflags for got, gflags, want, wflags in seen)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5])
+def test_trailing_count_counts_the_innermost_set_flags(n):
+    """Every pattern of ``n`` flags: the count of the trailing run of ones (a walk's stop)."""
+    from stepforge.hdl.flags import trailing_count
+    flags = [Signal(name=f"flag{k}") for k in range(n)]
+    out = Signal(range(n + 1), name="count")
+    m = Module()
+    m.d.comb += out.eq(trailing_count(flags))
+    got = {}
+
+    async def bench(ctx):
+        for value in range(1 << n):
+            for k, f in enumerate(flags):
+                ctx.set(f, (value >> k) & 1)
+            got[value] = ctx.get(out)
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+    for value, count in got.items():
+        bits = [(value >> k) & 1 for k in range(n)]
+        want = 0
+        while want < n and bits[n - 1 - want]:
+            want += 1
+        assert count == want, (bits, count)

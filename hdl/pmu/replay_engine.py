@@ -9,7 +9,7 @@ from amaranth.lib.wiring import In, Out
 
 from ...contract.beat import beat_layout, beat_signature, stop_width
 from ..fifo import StreamFIFO
-from ..flags import below_after
+from ..flags import below_after, trailing_count
 from ..unit import ErrorCode, StatusSignature, raise_error
 from .interfaces import AsyncReadSignature, ReleaseSignature
 
@@ -300,9 +300,9 @@ class ReplayEngine(wiring.Component):
         # at_last[d]: idx[d] is at its last index, a register beside the index (the comparisons
         # of the indices ahead of the step's choice were the worst iCE40 path of GEMM's replay)
         at_last = [Signal(name=f"walk_last{d}", init=n == 1) for d, n in enumerate(out_shape)]
-        for kk in range(1, nd):
-            with m.If(Cat(*at_last[nd - kk:]).all()):
-                m.d.comb += walk_stop.eq(kk)
+        # the stop counts the inner dimensions at their last index (the outermost is the
+        # replay's own end, not a stop of the walk)
+        m.d.comb += walk_stop.eq(trailing_count(at_last[1:]))
         m.d.comb += rd_addr.eq(e_id * bsize + lin)
         # What a step does is decided from the flags alone, before the step: dimension ``d``
         # counts up when every inner one is at its last index and it is not (``bump[d]``), and
