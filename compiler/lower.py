@@ -305,7 +305,7 @@ MAX_MEMORY_BYTES = {None: 64 << 20, "ecp5": 4 << 20, "ice40": 4 << 20}
 def _check_size(program, config, tiling="not needed"):
     """Refuse a program whose beats have no wire encoding (a dynamic column count that
     hierarchical tiling, ``tiling`` saying what it did, left in place) or are too wide to
-    elaborate (:data:`MAX_BEAT_BITS`)."""
+    elaborate (:data:`MAX_BEAT_BITS`). Returns every stream's beat width in bits."""
     lc = LoweringContext(program, config, None, {}, {})
     widths = {}
     for s in program.streams:
@@ -316,7 +316,7 @@ def _check_size(program, config, tiling="not needed"):
             raise LoweringError(f"{s.node.name}: stream {s.name} {fmt_shape(s.shape)} cannot be "
                                 f"built in hardware: {e}{why}") from None
     if not widths:
-        return
+        return widths
     widest = max(widths, key=widths.get)
     total = sum(widths.values())
     if widths[widest] > MAX_BEAT_BITS or total > MAX_STREAM_BITS:
@@ -326,6 +326,7 @@ def _check_size(program, config, tiling="not needed"):
             f"hardware is built for the bounds, and a design over {MAX_BEAT_BITS:,} bits per "
             f"beat or {MAX_STREAM_BITS:,} bits in all would exhaust memory while it is "
             f"elaborated: lower the bounds (or the sizes behind them), or use smaller tiles")
+    return widths
 
 
 
@@ -458,14 +459,12 @@ def wide_tiles(program, config):
     return found
 
 
-def _refuse_wide_tiles(program, config, note):
+def _refuse_wide_tiles(program, config, note, bits):
     """The FPGA target's check (``lower(..., wide_beats=False)``): no tile moves as a wide
-    beat."""
+    beat. ``bits``: every stream's beat width (:func:`_check_size`)."""
     wide = wide_tiles(program, config)
     if not wide:
         return
-    lc = LoweringContext(program, config, None, {}, {})
-    bits = {s: lc.layout(s).size for s, *_ in wide}
     wide.sort(key=lambda w: -bits[w[0]])              # the widest first
     lines = []
     for s, tile, rows, cols in wide[:6]:
@@ -543,9 +542,9 @@ def lower(program, config=None, *, depths=None, memory_slack_bytes=0, tiling="au
             note = f"not applied: {e}"
     insert_broadcasts(program)
     tie_off(program)
-    _check_size(program, config, note)
+    widths = _check_size(program, config, note)
     if not wide_beats:
-        _refuse_wide_tiles(program, config, note)
+        _refuse_wide_tiles(program, config, note, widths)
 
     # Memory words: the largest size that divides a channel's bytes per cycle and every tile row
     # the program moves, so every tile row is whole words.
