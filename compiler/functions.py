@@ -944,10 +944,16 @@ class AddrGen(StreamFunction):
     ``offset + scale * v + sum(i[k] * strides[k])``; stops come from the walk over ``shape``
     (innermost fastest). ``v`` is an ``Index``, the set bit of a one-hot ``Select`` (an expert
     id) or the value of an integer ``[1, 1]`` tile.
+
+    With ``counted=True`` the element is a pair ``(v, n)`` of such a value and an ``Index``, and
+    the innermost dimension of the walk stops after ``n`` indices (``0 <= n <= shape[-1]``; more
+    is a run-time error): a ragged range of addresses per element, e.g. the ``L_b`` keys of a
+    request from its base address. ``n = 0`` generates no address: with ``b = 0`` the element
+    yields nothing, with ``b >= 1`` each innermost fibre of the walk is empty (a stop only).
     """
     name = "addr_gen"
 
-    def __init__(self, shape, strides, *, scale=1, offset=0):
+    def __init__(self, shape, strides, *, scale=1, offset=0, counted=False):
         shape, strides = tuple(shape), tuple(strides)
         if not shape or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in shape):
             raise StepShapeError(f"addr_gen needs a shape of positive ints, got {list(shape)}")
@@ -959,21 +965,40 @@ class AddrGen(StreamFunction):
             if not isinstance(v, int) or isinstance(v, bool):
                 raise StepTypeError(f"addr_gen needs an int {what}, not {v!r}")
         self.shape, self.strides, self.scale, self.offset = shape, strides, scale, offset
+        self.counted = bool(counted)
         self.b = len(shape) - 1
 
     @property
     def params(self):
-        return {"shape": list(self.shape), "strides": list(self.strides), "scale": self.scale,
-                "offset": self.offset}
+        p = {"shape": list(self.shape), "strides": list(self.strides), "scale": self.scale,
+             "offset": self.offset}
+        if self.counted:
+            p["counted"] = True
+        return p
 
     def infer(self, elem_type):
         t = elem_type
+        if self.counted:
+            if not (isinstance(t, Tuple) and len(t.elems) == 2 and isinstance(t.elems[1], Index)):
+                raise StepTypeError(f"{self.name}(counted=True) needs (value, Index) pairs, "
+                                    f"got {t!r}")
+            t = t.elems[0]
         ok = isinstance(t, (Index, Select)) or (isinstance(t, Tile) and not t.dtype.is_float
                                                 and dim_eq(t.rows, 1) and dim_eq(t.cols, 1))
         if not ok:
             raise StepTypeError(f"{self.name} needs Index, Select or integer [1, 1] tile "
                                 f"elements, got {t!r}")
-        return Index(), self.shape[0], self.shape[1:]
+        if not self.counted:
+            return Index(), self.shape[0], self.shape[1:]
+        if self.b == 0:
+            return Index(), None, ()
+        return Index(), self.shape[0], self.shape[1:-1] + (None,)
+
+    def max_per_elem(self, elem_type):
+        return self.shape[0]
+
+    def max_inner(self, elem_type):
+        return self.shape[1:]
 
 
 def retile_rows(*, valid=False, b=0):
@@ -988,8 +1013,8 @@ def keep_if(keep=True):
     return KeepIf(keep)
 
 
-def addr_gen(shape, strides, *, scale=1, offset=0):
-    return AddrGen(shape, strides, scale=scale, offset=offset)
+def addr_gen(shape, strides, *, scale=1, offset=0, counted=False):
+    return AddrGen(shape, strides, scale=scale, offset=offset, counted=counted)
 
 
 retile_rows.__doc__ = RetileRows.__doc__

@@ -205,7 +205,8 @@ def _filter(node, lc):
 @builds(AddrGen)
 def _addrgen(node, lc):
     x, fn = _in(node), node.fn
-    return AddrGenUnit(x.dtype, x.rank, fn.shape, fn.strides, scale=fn.scale, offset=fn.offset)
+    return AddrGenUnit(x.dtype, x.rank, fn.shape, fn.strides, scale=fn.scale, offset=fn.offset,
+                       counted=fn.counted)
 
 
 @builds(Partition)

@@ -44,26 +44,39 @@ Traces: ``traces/attn_*.json`` (``benchmarks/attention_traces.py``) give ``kv_le
 low, medium or high variance batch of 16, 32 or 64 requests; without a trace the lengths are
 drawn uniformly.
 
-The KV addresses ``addr`` are a host stream, one beat per key, read by a pipelined
-:class:`~stepforge.hdl.beat_io.BeatReader` (one beat per cycle) and routed key by key by the
-dispatching Partition: a request's keys pass in order, so a region that is slow to take them
-holds up the requests behind it (``docs/paper.md``, "Decode attention").
+``addressing`` says where the KV addresses come from:
+
+``"host"`` (the default)
+    A host stream ``addr [B, L]``, one beat per key, read by a pipelined
+    :class:`~stepforge.hdl.beat_io.BeatReader` (one beat per cycle) and routed key by key by the
+    dispatching Partition: a request's keys pass in order, so a region that is slow to take
+    them holds up the requests behind it (``docs/paper.md``, "Decode attention").
+``"region"``
+    The paper's design: the dispatching Partition routes one token per request (its row
+    ``rid`` and its KV length, the host stream ``length [B]``), and each region generates its
+    request's key addresses itself, ``rid * Lmax + j`` for ``j < L_b``, with an
+    :class:`~stepforge.AddrGen` whose innermost length is the request's
+    (``count=``, a ragged range).
 """
 
 import numpy as np
 
-from stepforge import (Accum, EagerMerge, Expand, Flatten, Index, LinearOffChipLoad, Map,
-                       Partition, Program, RandomOffChipLoad, RandomOffChipStore, Select, Tile,
-                       cast, div, function, int16, int32, matmul)
+from stepforge import (Accum, AddrGen, EagerMerge, Expand, Flatten, Index, LinearOffChipLoad,
+                       Map, Partition, Program, RandomOffChipLoad, RandomOffChipStore, Select,
+                       Tile, cast, div, function, int16, int32, matmul)
 from stepforge.compiler.functions import zeros
 
 MODES = ("dynamic", "interleaved", "coarse")
+ADDRESSING = ("host", "region")
 
 
-def program(B=8, P=2, d=4, Lmax=8, mode="dynamic", inflight=1):
+def program(B=8, P=2, d=4, Lmax=8, mode="dynamic", inflight=1, addressing="host"):
     if mode not in MODES:
         raise ValueError(f"decode_attention: mode must be one of {', '.join(map(repr, MODES))}, "
                          f"not {mode!r}")
+    if addressing not in ADDRESSING:
+        raise ValueError(f"decode_attention: addressing must be one of "
+                         f"{', '.join(map(repr, ADDRESSING))}, not {addressing!r}")
     for name, value, lo in (("B", B, 1), ("P", P, 1), ("d", d, 1), ("Lmax", Lmax, 1),
                             ("inflight", inflight, 1)):
         if not isinstance(value, int) or isinstance(value, bool) or value < lo:
@@ -73,14 +86,22 @@ def program(B=8, P=2, d=4, Lmax=8, mode="dynamic", inflight=1):
                          f"region, so it needs B >= P * inflight, got B={B}, P={P}, "
                          f"inflight={inflight}")
     p = Program("decode_attention")
-    p.dispatch_mode, p.inflight = mode, inflight
+    p.dispatch_mode, p.inflight, p.addressing = mode, inflight, addressing
     Q = p.tensor("Q", (B, d), int16)
     KT = p.tensor("KT", (d, B * Lmax), int16)          # request b's key j: column b*Lmax + j
     V = p.tensor("V", (B * Lmax, d), int16)            # its value: row b*Lmax + j
     O = p.tensor("O", (B, d), int32, role="output")
-    L = p.symbol("L", bound=Lmax, ragged=True)          # a request's KV length
-    addr = p.input("addr", (B, L), Index())             # [B, L]: each request's KV rows
-    rid = p.input("rid", (B,), Index())                 # [B]: each request's output row
+    if addressing == "host":
+        rid = p.input("rid", (B,), Index())             # [B]: each request's output row
+        L = p.symbol("L", bound=Lmax, ragged=True)      # a request's KV length
+        kv = p.input("addr", (B, L), Index())           # [B, L]: each request's KV rows
+    else:
+        # [B, 1]: each request's row and KV length a fibre of its own, so that a region's
+        # AddrGen knows a request's last address when it generates it (without the stop it
+        # would hold that address until the next request, which the cycle dispatches only
+        # after this one's keys: a deadlock)
+        rid = p.input("rid", (B, 1), Index())
+        kv = p.input("length", (B, 1), Index())
     # [1, B, 1] of [1, d] -> [B, 1]: each query a fibre of its own, so that a region's Expand
     # needs no Promote (a look-ahead unit: it would hold a request's query until the next one
     # is dispatched, which in the cycle waits for this request's keys: a deadlock)
@@ -90,9 +111,14 @@ def program(B=8, P=2, d=4, Lmax=8, mode="dynamic", inflight=1):
     else:
         dispatch = p.input("sel", (B,), Select(P))
     qs = Partition(q, dispatch, P, 1)                   # [N_r, 1] of [1, d] each
-    addrs = Partition(addr, dispatch, P, 1)             # [N_r, L] of Index
-    rids = Partition(rid, dispatch, P, 0)               # [N_r] of Index
-    ready = [_region(qs[r], addrs[r], rids[r], KT, V, O) for r in range(P)]
+    kvs = Partition(kv, dispatch, P, 1)                 # [N_r, L] or [N_r, 1] of Index
+    rids = Partition(rid, dispatch, P, len(rid.shape) - 1)   # [N_r] or [N_r, 1] of Index
+    ready = []
+    for r in range(P):
+        # the request's KV rows: from the host, or rid * Lmax + j for j < L_b
+        addr = kvs[r] if addressing == "host" else \
+            AddrGen(rids[r], (Lmax,), (1,), scale=Lmax, count=kvs[r])   # [N_r, L]
+        ready.append(_region(qs[r], addr, rids[r], KT, V, O))
     if mode == "dynamic":
         _, free = EagerMerge(ready, 0)                  # [M] of Select(P): the region now free
         keep = p.input("keep", free.shape, Select(1))   # 1 but for the last P * inflight
@@ -157,8 +183,11 @@ def data(program, seed=0, trace=None):
         "KT": rng.integers(-8, 9, (d, B * Lmax), dtype=np.int16),
         "V": rng.integers(-512, 513, (B * Lmax, d), dtype=np.int16),
     }
-    inputs = {"addr": [[b * Lmax + j for j in range(n)] for b, n in enumerate(lengths)],
-              "rid": list(range(B))}
+    if getattr(program, "addressing", "host") == "host":
+        inputs = {"rid": list(range(B)),
+                  "addr": [[b * Lmax + j for j in range(n)] for b, n in enumerate(lengths)]}
+    else:
+        inputs = {"rid": [[b] for b in range(B)], "length": [[n] for n in lengths]}
     if program.dispatch_mode != "dynamic":
         inputs["sel"] = masks(program.dispatch_mode, B, P)
     else:
@@ -179,7 +208,13 @@ def reference(program, tensors, inputs):
     B, d = program.tensors["Q"].shape
     q = tensors["Q"].astype(np.int64)
     out = np.zeros((B, d), dtype=np.int64)
-    for b, rows in zip(inputs["rid"], inputs["addr"]):
+    Lmax = program.tensors["V"].shape[0] // B
+    if "addr" in inputs:
+        rids, kv = inputs["rid"], inputs["addr"]
+    else:
+        rids = [b for (b,) in inputs["rid"]]
+        kv = [[b * Lmax + j for j in range(n)] for b, (n,) in zip(rids, inputs["length"])]
+    for b, rows in zip(rids, kv):
         k = tensors["KT"][:, rows].astype(np.int64)            # [d, L]
         v = tensors["V"][rows].astype(np.int64)                # [L, d]
         s = (q[b] @ k).astype(np.int16)                        # int32 -> int16 wraps (small)

@@ -13,7 +13,7 @@ from stepforge.compiler.errors import StepRuntimeError, StepShapeError, StepType
 from stepforge.compiler.graph import Program
 from stepforge.compiler.ops.compute import Accum, AddrGen, Filter, FlatMap, Map, RetileStreamify, Scan
 from stepforge.compiler.ops.shape import Reshape, Zip
-from stepforge.compiler.types import Index, Select, Tile, bf16, fp32, int8, int32
+from stepforge.compiler.types import Bool, Index, Select, Tile, bf16, fp32, int8, int32
 from stepforge.contract import arith as A
 from stepforge.contract.tokens import canonical, from_nested, to_nested
 from stepforge.sim.ref.interpreter import run
@@ -408,6 +408,36 @@ class TestFlatMap:
         assert fmt(addr_gen(2, [2, 2], [2, 1])) == "2 3 S1 4 5 S1"
         assert fmt(addr_gen(0, [3], [5])) == "0 5 10"
         assert fmt(addr_gen(0, [1, 2, 2], [0, 2, 1])) == "0 1 S1 2 3 S2"
+
+    def test_addr_gen_counted(self):
+        # a ragged range per element: each request's keys from its base address
+        p = Program("t")
+        base = p.input("base", [3], Index())
+        n = p.input("n", [3], Index())
+        ag = AddrGen(base, [1, 4], [0, 1], count=n)
+        assert ag.dtype == Index() and len(ag.shape) == 2 and ag.shape[0] == 3
+        assert ag.shape[1].name.startswith("FM") and p.symbols.bound(ag.shape[1]) == 4
+        assert ag.input_names == ("in0", "count") and ag.params["counted"] is True
+        p.output(ag, "y")
+        out = run(p, inputs={"base": [10, 20, 30], "n": [2, 0, 4]}).outputs["y"]
+        assert out == [[10, 11], [], [30, 31, 32, 33]]
+        with pytest.raises(StepRuntimeError, match=r"AddrGen_0: addr_gen count 5 is outside 0..4 "
+                           r"\(the bound of the walk's innermost dimension\) at beat 1"):
+            run(p, inputs={"base": [10, 20, 30], "n": [2, 5, 4]})
+        # b = 0: the ranges join the input's fibre, their total bounded by 3 x 4
+        q = Program("t0")
+        base, n = q.input("base", [3], Index()), q.input("n", [3], Index())
+        flat = AddrGen(base, [4], [2], offset=1, count=n)
+        assert len(flat.shape) == 1 and q.symbols.bound(flat.shape[0]) == 12
+        q.output(flat, "y")
+        assert run(q, inputs={"base": [0, 10, 20], "n": [1, 0, 3]}).outputs["y"] == [1, 21, 23, 25]
+        assert fmt(addr_gen(0, [2, 3], [10, 1], count=2)) == "0 1 S1 10 11 S1"
+        assert fmt(addr_gen(0, [2, 3], [10, 1], count=0)) == "S1 S1"
+        with pytest.raises(StepTypeError, match=r"AddrGen_1: port 'count' fn addr_gen\(counted=True\) "
+                           r"needs \(value, Index\) pairs, got Tuple\(Index\(\), Bool\(\)\)"):
+            AddrGen(base, [4], [1], count=q.input("f", [3], Bool()))
+        with pytest.raises(StepShapeError, match=r"AddrGen_2"):
+            AddrGen(base, [4], [1], count=q.input("m", [4], Index()))
 
     def test_flat_map_errors(self):
         p, (x,) = program_with(("x", [4], Tile(fp32, 2, 2)))

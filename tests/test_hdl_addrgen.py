@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st
 
 from stepforge.compiler import functions as F
 from stepforge.compiler.errors import StepRuntimeError
-from stepforge.compiler.types import Bool, Index, Select, Tile, fp32, int8, int16
+from stepforge.compiler.types import Bool, Index, Select, Tile, Tuple, fp32, int8, int16
 from stepforge.contract.beat import beat_layout
 from stepforge.contract.tokens import Beat, from_nested, stop, to_beats
 from stepforge.hdl.addrgen import AddrGenUnit
@@ -15,7 +15,7 @@ from stepforge.hdl.unit import ErrorCode
 from stepforge.sim.ref.ops_compute import expander, flat_map
 from stepforge.sim.rtl.testbench import check_ready_to_valid, simulate
 
-from .test_hdl_retile import beats_equal, check_run, reframe
+from .test_hdl_retile import beats_equal, check_run, project, reframe
 from .test_tokens import ragged
 
 # value kinds: (element type, value strategy)
@@ -58,6 +58,107 @@ def test_matches_interpreter(case, valid_p, ready_p, seed, rnd):
                    {"out": beat_layout(Index(), dut.out_rank)},
                    valid_p=valid_p, ready_p=ready_p, seed=seed)
     check_run(run, want, fed, canonical=canonical)
+
+
+@st.composite
+def counted_case(draw):
+    """A walk whose innermost dimension is ragged: every element ``(value, count)`` with
+    ``0 <= count <= shape[-1]``."""
+    kind = draw(st.sampled_from(sorted(KINDS)))
+    elem_type, values = KINDS[kind]
+    rank = draw(st.integers(0, 2))
+    shape = draw(st.lists(st.integers(1, 4), min_size=1, max_size=3))
+    strides = draw(st.lists(st.integers(-3, 4), min_size=len(shape), max_size=len(shape)))
+    scale = draw(st.integers(-2, 5))
+    offset = draw(st.integers(100, 300))
+    elem = st.tuples(values, st.integers(0, shape[-1]))
+    tensors = draw(ragged(rank, elems=elem, max_size=3))
+    return elem_type, rank, shape, strides, scale, offset, tensors
+
+
+def run_counted(elem_type, rank, shape, strides, scale, offset, tokens, rnd=None, **kw):
+    """The unit with ``count`` on ``tokens`` (pairs ``(value, count)``), and what the interpreter
+    says: ``(run, want, fed)``."""
+    fn = F.addr_gen(shape, strides, scale=scale, offset=offset, counted=True)
+    want = flat_map(tokens, expander(fn, Tuple(elem_type, Index())), len(shape) - 1)
+    p = 0 if rnd is None else 0.5
+    fed = {"in0": reframe(to_beats(project(tokens, 0)), rnd, p) if rnd else
+           to_beats(project(tokens, 0)),
+           "count": reframe(to_beats(project(tokens, 1)), rnd, p) if rnd else
+           to_beats(project(tokens, 1))}
+    dut = AddrGenUnit(elem_type, rank, shape, strides, scale=scale, offset=offset, counted=True)
+    run = simulate(dut, {"in0": (beat_layout(elem_type, rank), fed["in0"]),
+                         "count": (beat_layout(Index(), rank), fed["count"])},
+                   {"out": beat_layout(Index(), dut.out_rank)}, **kw)
+    return run, want, fed
+
+
+@settings(deadline=None, max_examples=25)
+@given(counted_case(), st.floats(0.3, 1.0), st.floats(0.3, 1.0), st.integers(0, 2**16),
+       st.randoms(use_true_random=False))
+def test_counted_matches_interpreter(case, valid_p, ready_p, seed, rnd):
+    elem_type, rank, shape, strides, scale, offset, tensors = case
+    tokens = from_nested(tensors, rank)
+    canonical = rnd.random() < 0.3
+    run, want, fed = run_counted(elem_type, rank, shape, strides, scale, offset, tokens,
+                                 None if canonical else rnd, valid_p=valid_p, ready_p=ready_p,
+                                 seed=seed)
+    check_run(run, want, fed, canonical=canonical)
+
+
+def test_counted_ranges_by_hand():
+    # a request's keys from its base: (10, 3) -> 10 11 12, (20, 0) -> an empty fibre, (30, 5)
+    # -> 30..34; the input's S1 closes the last fibre as S2
+    tokens = [(10, 3), (20, 0), (30, 5), stop(1)]
+    run, want, _ = run_counted(Index(), 1, [1, 5], [0, 1], 1, 0, tokens)
+    assert run.error == 0
+    assert run.outputs["out"] == want == [10, 11, 12, stop(1), stop(1), 30, 31, 32, 33, 34,
+                                          stop(2)]
+    # b = 0: a count of 0 yields nothing; the stop on it moves to the previous address
+    run, want, _ = run_counted(Index(), 1, [4], [2], 1, 0, [(0, 2), (8, 0), stop(1)])
+    assert run.outputs["out"] == want == [0, 2, stop(1)]
+    # the outer dimension steps by a constant whatever the inner count
+    run, want, _ = run_counted(Index(), 0, [2, 3], [100, -1], 1, 50, [(0, 2), (7, 3)])
+    assert run.outputs["out"] == want == [50, 49, stop(1), 150, 149, stop(1),
+                                          57, 56, 55, stop(1), 157, 156, 155, stop(1)]
+
+
+def test_counted_one_address_per_cycle():
+    tokens = [(0, 4), (10, 4), (20, 4), stop(1)]
+    run, want, _ = run_counted(Index(), 1, [4], [1], 1, 0, tokens)
+    assert run.outputs["out"] == want and len(run.beats["out"]) == run.cycles == 12
+
+
+@pytest.mark.parametrize("count", [5, 2**32 - 1])
+def test_count_above_the_bound(count):
+    with pytest.raises(StepRuntimeError):
+        flat_map([(0, count)], expander(F.addr_gen([4], [1], counted=True),
+                                        Tuple(Index(), Index())), 0, op="AddrGen_0")
+    dut = AddrGenUnit(Index(), 0, [4], [1], counted=True)
+    run = simulate(dut, {"in0": (beat_layout(Index(), 0), [0, 0]),
+                         "count": (beat_layout(Index(), 0), [2, count])},
+                   {"out": beat_layout(Index(), 0)})
+    assert (run.error, run.code) == (1, ErrorCode.OVER_BOUND)
+    assert run.accepted == {"in0": 1, "count": 1}  # the faulty element is not taken
+    # the first element's last address waits for the next beat's stop, which never comes
+    assert [b.data for b in run.beats["out"]] == [0]
+
+
+def test_counted_range_check_follows_the_count():
+    # base 2**32 - 3, stride 1: three addresses fit, four do not; a count of 0 emits none
+    top = 2**32 - 3
+    for count, fault in ((3, False), (4, True), (0, False)):
+        if fault:
+            with pytest.raises(StepRuntimeError):
+                flat_map([(top, count)], expander(F.addr_gen([4], [1], counted=True),
+                                                  Tuple(Index(), Index())), 0, op="AddrGen_0")
+        dut = AddrGenUnit(Index(), 0, [4], [1], counted=True)
+        run = simulate(dut, {"in0": (beat_layout(Index(), 0), [top]),
+                             "count": (beat_layout(Index(), 0), [count])},
+                       {"out": beat_layout(Index(), 0)})
+        assert (run.error, run.code) == ((1, ErrorCode.ADDRESS_RANGE) if fault else (0, 0))
+        assert [b.data for b in run.beats["out"] if b.has_data] == (
+            [] if fault else list(range(top, top + count)))
 
 
 def test_walk_and_stops_by_hand():

@@ -349,12 +349,22 @@ class AddrGen(FlatMap):
     """Expand every value ``v`` (an ``Index``, a one-hot ``Select`` or an integer ``[1, 1]``
     tile) into a rank-``len(shape) - 1`` sub-stream of ``Index`` addresses ``offset + scale * v +
     sum(i[k] * strides[k])`` over the multi-indices of ``shape`` (e.g. an expert id into the tile
-    addresses of its weights)."""
+    addresses of its weights).
 
-    def __init__(self, stream, shape, strides, *, scale=1, offset=0, name=None):
+    With ``count`` (an ``Index`` stream of the same shape) the innermost dimension of each
+    element's walk has ``count`` indices instead of ``shape[-1]`` (its bound; ``0 <= count <=
+    shape[-1]``, checked at run time): a ragged range of addresses per element, e.g. a
+    request's ``L_b`` keys from its base address, ``AddrGen(base, (1, Lmax), (0, 1),
+    count=lengths)``."""
+
+    def __init__(self, stream, shape, strides, *, scale=1, offset=0, count=None, name=None):
         try:
-            fn = F.addr_gen(shape, strides, scale=scale, offset=offset)
+            fn = F.addr_gen(shape, strides, scale=scale, offset=offset,
+                            counted=count is not None)
         except StepError as e:
             raise type(e)(f"AddrGen: {e}", op="AddrGen") from None
-        super().__init__(fn, stream, None, name=name)
+        if count is None:
+            super().__init__(fn, stream, None, name=name)
+        else:
+            super().__init__(fn, [stream, count], None, name=name, _ports=["in0", "count"])
         self.params = dict(fn.params)

@@ -131,24 +131,36 @@ def _addr_base(v):
     return int(v)
 
 
-def addr_gen(v, shape, strides, scale=1, offset=0):
+def addr_gen(v, shape, strides, scale=1, offset=0, count=None):
     """The rank-``len(shape) - 1`` stream of addresses ``offset + scale*v + sum(i[k]*strides[k])``.
 
     Stops follow the walk: after the last index of the innermost ``j`` dimensions (counting
-    up to ``b = len(shape) - 1``) the address carries ``S_j``.
+    up to ``b = len(shape) - 1``) the address carries ``S_j``. With ``count`` the innermost
+    dimension has ``count`` indices (``0 <= count <= shape[-1]``); with ``count = 0`` each of
+    its fibres is empty: nothing for ``b = 0``, a stop only for ``b >= 1``.
     """
     b = len(shape) - 1
     base = offset + scale * v
+    empty = False
+    if count is not None:
+        if not 0 <= count <= shape[-1]:
+            raise arith.ArithError(f"addr_gen count {count} is outside 0..{shape[-1]} (the "
+                                   f"bound of the walk's innermost dimension)")
+        if count == 0 and b == 0:
+            return []
+        empty = count == 0
+        shape = tuple(shape[:-1]) + (max(count, 1),)
     out = []
     idx = [0] * len(shape)
     total = 1
     for d in shape:
         total *= d
     for _ in range(total):
-        a = base + sum(i * s for i, s in zip(idx, strides))
-        if not 0 <= a < (1 << 32):
-            raise arith.ArithError(f"address {a} is not a 32-bit unsigned int")
-        out.append(a)
+        if not empty:
+            a = base + sum(i * s for i, s in zip(idx, strides))
+            if not 0 <= a < (1 << 32):
+                raise arith.ArithError(f"address {a} is not a 32-bit unsigned int")
+            out.append(a)
         level = 0
         for k in range(b, 0, -1):  # innermost dimension first; level b at most
             if idx[k] == shape[k] - 1:
@@ -183,6 +195,10 @@ def expander(fn, elem_type):
     if isinstance(fn, KeepIf):
         return lambda x: keep_if(x[0], x[1], fn.keep)
     if isinstance(fn, AddrGen):
+        if fn.counted:
+            value = _select_index if isinstance(elem_type.elems[0], Select) else _addr_base
+            return lambda x: addr_gen(value(x[0]), fn.shape, fn.strides, fn.scale, fn.offset,
+                                      count=int(x[1]))
         value = _select_index if isinstance(elem_type, Select) else _addr_base
         return lambda x: addr_gen(value(x), fn.shape, fn.strides, fn.scale, fn.offset)
     raise TypeError(f"the interpreter has no expansion for {fn!r}")
