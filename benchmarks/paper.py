@@ -402,13 +402,17 @@ def attn_config(variant):
     return HardwareConfig.sim().replace(**ATTN_VARIANTS[variant][1])
 
 
-def attn_measure(variance, mode, *, variant="default", stall=False, batch=32, lmax=32):
+def attn_measure(variance, mode, *, variant="default", stall=False, batch=32, lmax=32,
+                 addressing="host"):
     """One decode-attention configuration in Verilator on ``traces/attn_<variance>_b<batch>_
-    l<lmax>.json`` on the machine ``variant`` (:data:`ATTN_VARIANTS`): cycles, bit-exactness
-    against the interpreter and NumPy, and where the cycles go."""
+    l<lmax>.json`` on the machine ``variant`` (:data:`ATTN_VARIANTS`) with the KV addresses
+    ``addressing`` (``"host"``: a host stream, one beat per key; ``"region"``: each region
+    generates them from the request's length): cycles, bit-exactness against the interpreter
+    and NumPy, and where the cycles go."""
     trace = load_trace(TRACES / f"attn_{variance}_b{batch}_l{lmax}.json")
     pf = load(ATTN)
-    program = pf.build(**dict(trace["params"], **ATTN_VARIANTS[variant][0], mode=mode))
+    program = pf.build(**dict(trace["params"], **ATTN_VARIANTS[variant][0], mode=mode,
+                              addressing=addressing))
     data = pf.data(program, seed=0, trace=trace)
     tensors, inputs = data["tensors"], data["inputs"]
     t0 = time.perf_counter()
@@ -425,15 +429,18 @@ def attn_measure(variance, mode, *, variant="default", stall=False, batch=32, lm
              and f"unit.{u.name}.stall_in" in c]
     # the regions' first PCU (the score Map of region 0 .. P-1): cycles at work
     pcus = [u.name for u in res.hw.units if u.kind == "PCU" and f"unit.{u.name}.busy" in c]
+    # the host stream of the dispatch: every key's address, or one length per request
+    reader = "addr" if addressing == "host" else "length"
     return {"variance": variance, "mode": mode, "variant": variant, "ok": ok,
+            "addressing": addressing,
             "cycles": res.cycles, "stall": stall, "B": len(lengths), "Lmax": lmax,
             "keys": sum(lengths),
             "std": trace["statistics"]["std"], "seconds": round(wall, 1),
             "build_seconds": round(res.timings["compile"] + res.timings["build"], 1),
-            # where the cycles go: the host stream of KV addresses (a BeatReader, one beat per
-            # key), how long the regions' key loads wait for addresses, the memory's lines
-            "addr_busy": round(c["unit.addr.busy"] / cyc, 3),
-            "addr_stall_out": round(c["unit.addr.stall_out"] / cyc, 3),
+            # where the cycles go: the host stream of KV addresses or lengths (a BeatReader),
+            # how long the regions' key loads wait for addresses, the memory's lines
+            "addr_busy": round(c[f"unit.{reader}.busy"] / cyc, 3),
+            "addr_stall_out": round(c[f"unit.{reader}.stall_out"] / cyc, 3),
             "load_stall_in": round(sum(c[f"unit.{n}.stall_in"] for n in loads)
                                    / (len(loads) * cyc), 3),
             "memory_lines_per_cycle": round((c["bytes_read"] + c["bytes_written"])
@@ -463,11 +470,13 @@ def _geomean(xs):
     return math.exp(sum(map(math.log, xs)) / len(xs))
 
 
-def attn_summarize(results, variant="default", batch=32, lmax=32, out=print):
-    """The decode-attention table of one machine variant, batch and maximum KV length: cycles
-    per mode and class, where the cycles go, and the speedups of dynamic parallelization."""
+def attn_summarize(results, variant="default", batch=32, lmax=32, out=print, addressing="host"):
+    """The decode-attention table of one machine variant, batch, maximum KV length and
+    addressing: cycles per mode and class, where the cycles go, and the speedups of dynamic
+    parallelization."""
     results = [r for r in results if r.get("variant", "default") == variant
-               and r["B"] == batch and r.get("Lmax", 32) == lmax]
+               and r["B"] == batch and r.get("Lmax", 32) == lmax
+               and r.get("addressing", "host") == addressing]
     rows, speed, diag, model = [], {"interleaved": [], "coarse": []}, [], []
     params, changes = ATTN_VARIANTS[variant]
     P = params["P"]
@@ -499,13 +508,15 @@ def attn_summarize(results, variant="default", batch=32, lmax=32, out=print):
     if not rows:
         return None
     machine = ", ".join(f"{k}={v}" for k, v in changes.items()) or "the simulation preset"
+    where = ("a host stream of every key's address" if addressing == "host" else
+             "each region generates its request's addresses (AddrGen count=)")
     out(f"\ndecode attention, dynamic parallelization, machine '{variant}' ({P} regions, d="
         f"{params['d']}, {machine}, B={batch}, Lmax={lmax}, traces/attn_*_b{batch}_l{lmax}"
-        f".json), cycles in Verilator")
+        f".json), KV addresses: {where}; cycles in Verilator")
     out(table(rows, ["KV variance", "std", "keys", "check", "dynamic", "interleaved", "coarse",
                      "vs interleaved", "vs coarse"]))
     out("\nwhere the cycles go (fractions of the run's cycles; addr: the host stream of KV "
-        "addresses, a BeatReader; loads: the regions' key loads waiting for an address; memory: "
+        "addresses, or of the requests' lengths, a BeatReader; loads: the regions' key loads waiting for an address; memory: "
         "lines moved per cycle, at most 1; PCU: the busiest PCU)")
     out(table(diag, ["KV variance", "mode", "cycles", "cycles/key", "addr busy",
                      "addr stalled out", "loads stalled in", "memory", "PCU busy"]))
@@ -529,28 +540,34 @@ def attn_main(args):
     variants = args.variant or list(ATTN_VARIANTS)
     sets = [(B, args.lmax or 32) for B in args.batch or [32]]
 
+    addressing = args.addressing or "host"
+
     def key(r):
         return (r.get("variant", "default"), r["B"], r.get("Lmax", 32), r["variance"], r["mode"],
-                r.get("stall", False))
+                r.get("stall", False), r.get("addressing", "host"))
     for variant in [] if args.table else variants:
         for B, lmax in sets:
             for mode in ATTN_MODES:
                 for v in ATTN_CLASSES:
-                    k = (variant, B, lmax, v, mode, False)
+                    k = (variant, B, lmax, v, mode, False, addressing)
                     if not args.rerun and any(key(r) == k for r in results):
                         continue
-                    print(f"[paper] decode attention ({variant}, B={B}, Lmax={lmax}): {mode} "
-                          f"{v} ...", flush=True)
-                    r = attn_measure(v, mode, variant=variant, batch=B, lmax=lmax)
+                    print(f"[paper] decode attention ({variant}, B={B}, Lmax={lmax}, "
+                          f"addressing={addressing}): {mode} {v} ...", flush=True)
+                    r = attn_measure(v, mode, variant=variant, batch=B, lmax=lmax,
+                                     addressing=addressing)
                     print(f"[paper]   {r}", flush=True)
                     results = [x for x in results if key(x) != k] + [r]
                     path.parent.mkdir(parents=True, exist_ok=True)
                     path.write_text(json.dumps(results, indent=1) + "\n")
     if args.table and not (args.batch or args.lmax):
         sets = sorted({(r["B"], r.get("Lmax", 32)) for r in results})
-    for variant in variants:
-        for B, lmax in sets:
-            attn_summarize(results, variant, B, lmax)
+    kinds = ([addressing] if args.addressing or not args.table
+             else sorted({r.get("addressing", "host") for r in results}))
+    for kind in kinds:
+        for variant in variants:
+            for B, lmax in sets:
+                attn_summarize(results, variant, B, lmax, addressing=kind)
     ok = all(r["ok"] for r in results)
     print("\nPASS (every run bit-exact)" if ok else "\nFAIL: a run differs from the reference")
     return 0 if ok else 1
@@ -573,6 +590,9 @@ def main(argv=None):
     ap.add_argument("--batch", action="append", type=int, choices=(16, 32, 64),
                     help="--attention: this batch (traces/attn_*_b<B>_l<Lmax>.json; default 32); "
                          "repeatable")
+    ap.add_argument("--addressing", choices=("host", "region"),
+                    help="--attention: where the KV addresses come from (default host: a host "
+                         "stream, one beat per key; region: each region generates them)")
     ap.add_argument("--lmax", type=int, choices=(32, 128),
                     help="--attention: the traces' maximum KV length (default 32)")
     args = ap.parse_args(argv)

@@ -91,34 +91,13 @@ def program(B=8, P=2, d=4, Lmax=8, mode="dynamic", inflight=1, addressing="host"
     KT = p.tensor("KT", (d, B * Lmax), int16)          # request b's key j: column b*Lmax + j
     V = p.tensor("V", (B * Lmax, d), int16)            # its value: row b*Lmax + j
     O = p.tensor("O", (B, d), int32, role="output")
-    if addressing == "host":
-        rid = p.input("rid", (B,), Index())             # [B]: each request's output row
-        L = p.symbol("L", bound=Lmax, ragged=True)      # a request's KV length
-        kv = p.input("addr", (B, L), Index())           # [B, L]: each request's KV rows
-    else:
-        # [B, 1]: each request's row and KV length a fibre of its own, so that a region's
-        # AddrGen knows a request's last address when it generates it (without the stop it
-        # would hold that address until the next request, which the cycle dispatches only
-        # after this one's keys: a deadlock)
-        rid = p.input("rid", (B, 1), Index())
-        kv = p.input("length", (B, 1), Index())
-    # [1, B, 1] of [1, d] -> [B, 1]: each query a fibre of its own, so that a region's Expand
-    # needs no Promote (a look-ahead unit: it would hold a request's query until the next one
-    # is dispatched, which in the cycle waits for this request's keys: a deadlock)
-    q = Flatten(LinearOffChipLoad(Q, (1, d), out_shape=(B, 1), stride=(1, 0)), 1, 2)
-    if mode == "dynamic":
-        dispatch = p.feedback("dispatch", (B,), Select(P))
-    else:
-        dispatch = p.input("sel", (B,), Select(P))
-    qs = Partition(q, dispatch, P, 1)                   # [N_r, 1] of [1, d] each
-    kvs = Partition(kv, dispatch, P, 1)                 # [N_r, L] or [N_r, 1] of Index
-    rids = Partition(rid, dispatch, P, len(rid.shape) - 1)   # [N_r] or [N_r, 1] of Index
-    ready = []
-    for r in range(P):
-        # the request's KV rows: from the host, or rid * Lmax + j for j < L_b
-        addr = kvs[r] if addressing == "host" else \
-            AddrGen(rids[r], (Lmax,), (1,), scale=Lmax, count=kvs[r])   # [N_r, L]
-        ready.append(_region(qs[r], addr, rids[r], KT, V, O))
+    p.regions = P
+    # the dispatch selector: the feedback of the cycle, or a host stream (a static dispatch of
+    # region-addressed requests needs none: each region reads its own)
+    dispatch = (p.feedback("dispatch", (B,), Select(P)) if mode == "dynamic"
+                else p.input("sel", (B,), Select(P)) if addressing == "host" else None)
+    build = _host_addressed if addressing == "host" else _region_addressed
+    ready = build(p, dispatch, B, P, Lmax, mode, Q, KT, V, O)
     if mode == "dynamic":
         _, free = EagerMerge(ready, 0)                  # [M] of Select(P): the region now free
         keep = p.input("keep", free.shape, Select(1))   # 1 but for the last P * inflight
@@ -127,6 +106,49 @@ def program(B=8, P=2, d=4, Lmax=8, mode="dynamic", inflight=1, addressing="host"
         seeded, _ = EagerMerge([init, kept], 0)         # [P * inflight + N] of Select(P)
         p.bind(dispatch, seeded)
     return p
+
+
+def _host_addressed(p, dispatch, B, P, Lmax, mode, Q, KT, V, O):
+    """The regions fed by a host stream of every key's address, routed key by key."""
+    d = Q.shape[1]
+    rid = p.input("rid", (B,), Index())                 # [B]: each request's output row
+    L = p.symbol("L", bound=Lmax, ragged=True)          # a request's KV length
+    addr = p.input("addr", (B, L), Index())             # [B, L]: each request's KV rows
+    # [1, B, 1] of [1, d] -> [B, 1]: each query a fibre of its own, so that a region's Expand
+    # needs no Promote (a look-ahead unit: it would hold a request's query until the next one
+    # is dispatched, which in the cycle waits for this request's keys: a deadlock)
+    q = Flatten(LinearOffChipLoad(Q, (1, d), out_shape=(B, 1), stride=(1, 0)), 1, 2)
+    qs = Partition(q, dispatch, P, 1)                   # [N_r, 1] of [1, d] each
+    addrs = Partition(addr, dispatch, P, 1)             # [N_r, L] of Index
+    rids = Partition(rid, dispatch, P, 0)               # [N_r] of Index
+    return [_region(qs[r], addrs[r], rids[r], KT, V, O) for r in range(P)]
+
+
+def _region_addressed(p, dispatch, B, P, Lmax, mode, Q, KT, V, O):
+    """The regions fed by one token per request (its row and KV length): each region loads
+    its request's query and generates its KV addresses. Dynamic dispatch routes the tokens by
+    the cycle's selector; a static dispatch is known when the design is built, so each region
+    reads its own requests' tokens from the host (no routing at run time; a region given no
+    request is not built)."""
+    # [B, 1]: each request's row and KV length a fibre of its own, so that a region's AddrGen
+    # knows a request's last address when it generates it (without the stop it would hold that
+    # address until the next request, which the cycle dispatches only after this one's keys: a
+    # deadlock)
+    if mode == "dynamic":
+        rids = Partition(p.input("rid", (B, 1), Index()), dispatch, P, 1)      # [N_r, 1]
+        lens = Partition(p.input("length", (B, 1), Index()), dispatch, P, 1)   # [N_r, 1]
+    else:
+        sizes = [sum(1 for m in masks(mode, B, P) if m >> r & 1) for r in range(P)]
+        rids = [p.input(f"rid{r}", (n, 1), Index()) for r, n in enumerate(sizes) if n]
+        lens = [p.input(f"length{r}", (n, 1), Index()) for r, n in enumerate(sizes) if n]
+    ready = []
+    for rid, length in zip(rids, lens):
+        d = Q.shape[1]
+        q = RandomOffChipLoad(rid, Q, (1, d))           # [N_r, 1] of [1, d]
+        # the request's KV rows, rid * Lmax + j for j < L_b
+        addr = AddrGen(rid, (Lmax,), (1,), scale=Lmax, count=length)    # [N_r, L]
+        ready.append(_region(q, addr, rid, KT, V, O))
+    return ready
 
 
 score = function(lambda q, k: (q @ k).cast(int16).exp(), name="score")
@@ -176,29 +198,34 @@ def data(program, seed=0, trace=None):
     rng = np.random.default_rng(seed)
     B, d = program.tensors["Q"].shape
     Lmax = program.tensors["V"].shape[0] // B
-    P = _regions(program)
+    P = program.regions
     lengths = kv_lengths(program, seed, trace)
     tensors = {
         "Q": rng.integers(-8, 9, (B, d), dtype=np.int16),
         "KT": rng.integers(-8, 9, (d, B * Lmax), dtype=np.int16),
         "V": rng.integers(-512, 513, (B * Lmax, d), dtype=np.int16),
     }
-    if getattr(program, "addressing", "host") == "host":
+    mode = program.dispatch_mode
+    if program.addressing == "host":
         inputs = {"rid": list(range(B)),
                   "addr": [[b * Lmax + j for j in range(n)] for b, n in enumerate(lengths)]}
-    else:
+        if mode != "dynamic":
+            inputs["sel"] = masks(mode, B, P)
+    elif mode == "dynamic":
         inputs = {"rid": [[b] for b in range(B)], "length": [[n] for n in lengths]}
-    if program.dispatch_mode != "dynamic":
-        inputs["sel"] = masks(program.dispatch_mode, B, P)
-    else:
+    else:                                   # each region's own requests
+        sel = masks(mode, B, P)
+        inputs = {}
+        for r in range(P):
+            mine = [b for b in range(B) if sel[b] >> r & 1]
+            if mine:
+                inputs[f"rid{r}"] = [[b] for b in mine]
+                inputs[f"length{r}"] = [[lengths[b]] for b in mine]
+    if mode == "dynamic":
         seeds = P * program.inflight
         inputs["init"] = [1 << (r % P) for r in range(seeds)]
         inputs["keep"] = [1] * (B - seeds) + [0] * seeds
     return {"tensors": tensors, "inputs": inputs}
-
-
-def _regions(program):
-    return next(n for n in program.nodes if n.op == "Partition").n
 
 
 def reference(program, tensors, inputs):
@@ -211,9 +238,11 @@ def reference(program, tensors, inputs):
     Lmax = program.tensors["V"].shape[0] // B
     if "addr" in inputs:
         rids, kv = inputs["rid"], inputs["addr"]
-    else:
-        rids = [b for (b,) in inputs["rid"]]
-        kv = [[b * Lmax + j for j in range(n)] for b, (n,) in zip(rids, inputs["length"])]
+    else:                                   # [[b], ...] and [[L_b], ...], or per region
+        keys = ["rid"] if "rid" in inputs else sorted(k for k in inputs if k.startswith("rid"))
+        rids = [b for k in keys for (b,) in inputs[k]]
+        lens = [n for k in keys for (n,) in inputs["length" + k[3:]]]
+        kv = [[b * Lmax + j for j in range(n)] for b, n in zip(rids, lens)]
     for b, rows in zip(rids, kv):
         k = tensors["KT"][:, rows].astype(np.int64)            # [d, L]
         v = tensors["V"][rows].astype(np.int64)                # [L, d]

@@ -256,7 +256,8 @@ def filter_(g):
 # -- off-chip addresses and stores ------------------------------------------------------------
 
 def gather(g):
-    """RandomOffChipLoad at host addresses, directly or through an AddrGen."""
+    """RandomOffChipLoad at host addresses, directly or through an AddrGen (with a host count
+    per element, a ragged range, when the addresses' shape is static)."""
     rng = g.rng
     dtype, (tr, tc) = g.dtype(), g.tile_shape(big=0)
     dims = g.ragged_dims(int(rng.integers(0, 2)))
@@ -275,8 +276,14 @@ def gather(g):
         ntiles = top + 1
         extra = f", scale={scale}" if scale != 1 else ""
         extra += f", offset={offset}" if offset else ""
-        addr = g.op(f"AddrGen({src}, {shape}, {strides}{extra})", [src],
-                    key=("addrgen", g.struct[src]))
+        ins = [src]
+        # a count per element (0 ..shape[-1]) needs the values' structure: a static shape here
+        if all(isinstance(d, int) for d in dims) and rng.random() < 0.4:
+            n = g.host_input(dims, "Index()", {"below": shape[-1] + 1}, prefix="n")
+            extra += f", count={n}"
+            ins.append(n)
+        addr = g.op(f"AddrGen({src}, {shape}, {strides}{extra})", ins,
+                    key=("addrgen", g.struct[src], len(ins)))
     gc = int(rng.integers(1, 4))
     gr = -(-ntiles // gc)
     T = g.tensor((gr * tr, gc * tc), dtype)
@@ -317,15 +324,18 @@ def store(g, x=None):
 
 
 def finish(g):
-    """Store some of the streams nobody reads; the rest become the program's outputs."""
+    """Store some of the streams nobody reads (two at most, so that a program keeps to its
+    operator budget); the rest become the program's outputs."""
     used = {u for line in g.lines for u in line.uses}
+    stored = 0
     for v in list(g.pool):
         s = g.stream(v)
-        if v in used or not static_tile(s) or g.rng.random() > 0.3:
+        if stored == 2 or v in used or not static_tile(s) or g.rng.random() > 0.3:
             continue
         if g.bound(g.program.cardinality(s)) in (None, 0):
             continue
         store(g, v)
+        stored += 1
 
 
 MOTIFS = [(buffer, 2), (route, 2), (parallelize, 1.2), (merge, 0.8), (retile, 1.5),
