@@ -429,8 +429,11 @@ def attn_measure(variance, mode, *, variant="default", stall=False, batch=32, lm
              and f"unit.{u.name}.stall_in" in c]
     # the regions' first PCU (the score Map of region 0 .. P-1): cycles at work
     pcus = [u.name for u in res.hw.units if u.kind == "PCU" and f"unit.{u.name}.busy" in c]
-    # the host stream of the dispatch: every key's address, or one length per request
-    reader = "addr" if addressing == "host" else "length"
+    # the host stream of the dispatch: every key's address, or one length per request (one
+    # stream per region with a static dispatch; the busiest is shown)
+    stem = "addr" if addressing == "host" else "length"
+    readers = [u.name for u in res.hw.units if u.name.rstrip("0123456789") == stem
+               and f"unit.{u.name}.busy" in c]
     return {"variance": variance, "mode": mode, "variant": variant, "ok": ok,
             "addressing": addressing,
             "cycles": res.cycles, "stall": stall, "B": len(lengths), "Lmax": lmax,
@@ -439,8 +442,8 @@ def attn_measure(variance, mode, *, variant="default", stall=False, batch=32, lm
             "build_seconds": round(res.timings["compile"] + res.timings["build"], 1),
             # where the cycles go: the host stream of KV addresses or lengths (a BeatReader),
             # how long the regions' key loads wait for addresses, the memory's lines
-            "addr_busy": round(c[f"unit.{reader}.busy"] / cyc, 3),
-            "addr_stall_out": round(c[f"unit.{reader}.stall_out"] / cyc, 3),
+            "addr_busy": round(max(c[f"unit.{n}.busy"] for n in readers) / cyc, 3),
+            "addr_stall_out": round(max(c[f"unit.{n}.stall_out"] for n in readers) / cyc, 3),
             "load_stall_in": round(sum(c[f"unit.{n}.stall_in"] for n in loads)
                                    / (len(loads) * cyc), 3),
             "memory_lines_per_cycle": round((c["bytes_read"] + c["bytes_written"])

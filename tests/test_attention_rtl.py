@@ -34,10 +34,16 @@ def _case(B=8, lengths=LENGTHS, **params):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("stall", [False, True], ids=["calm", "stalls"])
-def test_dynamic_dispatch_bit_exact_in_verilator(stall):
+@pytest.mark.parametrize("addressing,mode,stall", [
+    ("host", "dynamic", False), ("host", "dynamic", True),
+    # each region generates its requests' KV addresses (AddrGen with a count per request)
+    ("region", "dynamic", False), ("region", "dynamic", True),
+    # static dispatch with region addressing: each region reads its own requests
+    ("region", "coarse", False)],
+    ids=["calm", "stalls", "region-calm", "region-stalls", "region-coarse"])
+def test_dynamic_dispatch_bit_exact_in_verilator(addressing, mode, stall):
     from stepforge.sim.rtl import deadlock_report, error_report, run_rtl
-    pf, program, tensors, inputs = _case()
+    pf, program, tensors, inputs = _case(addressing=addressing, mode=mode)
     res = run_rtl(program, tensors, inputs, config=SMALL, stall=stall)
     if res.status == "deadlock":
         pytest.fail(deadlock_report(res))
