@@ -32,15 +32,18 @@ def interpreter(tokens, elem_type, shape, strides, scale, offset):
 
 
 @st.composite
-def addr_case(draw):
+def addr_case(draw, counted=False):
+    """A walk and ragged input values; with ``counted``, every element a pair ``(value,
+    count)`` with ``0 <= count <= shape[-1]`` (the walk's innermost dimension is ragged)."""
     kind = draw(st.sampled_from(sorted(KINDS)))
     elem_type, values = KINDS[kind]
     rank = draw(st.integers(0, 2))
-    shape = draw(st.lists(st.integers(1, 3), min_size=1, max_size=3))
+    shape = draw(st.lists(st.integers(1, 4 if counted else 3), min_size=1, max_size=3))
     strides = draw(st.lists(st.integers(-3, 4), min_size=len(shape), max_size=len(shape)))
     scale = draw(st.integers(-2, 5))
     offset = draw(st.integers(100, 300))  # every address stays >= 0
-    tensors = draw(ragged(rank, elems=values, max_size=3))
+    elems = st.tuples(values, st.integers(0, shape[-1])) if counted else values
+    tensors = draw(ragged(rank, elems=elems, max_size=3))
     return elem_type, rank, shape, strides, scale, offset, tensors
 
 
@@ -58,22 +61,6 @@ def test_matches_interpreter(case, valid_p, ready_p, seed, rnd):
                    {"out": beat_layout(Index(), dut.out_rank)},
                    valid_p=valid_p, ready_p=ready_p, seed=seed)
     check_run(run, want, fed, canonical=canonical)
-
-
-@st.composite
-def counted_case(draw):
-    """A walk whose innermost dimension is ragged: every element ``(value, count)`` with
-    ``0 <= count <= shape[-1]``."""
-    kind = draw(st.sampled_from(sorted(KINDS)))
-    elem_type, values = KINDS[kind]
-    rank = draw(st.integers(0, 2))
-    shape = draw(st.lists(st.integers(1, 4), min_size=1, max_size=3))
-    strides = draw(st.lists(st.integers(-3, 4), min_size=len(shape), max_size=len(shape)))
-    scale = draw(st.integers(-2, 5))
-    offset = draw(st.integers(100, 300))
-    elem = st.tuples(values, st.integers(0, shape[-1]))
-    tensors = draw(ragged(rank, elems=elem, max_size=3))
-    return elem_type, rank, shape, strides, scale, offset, tensors
 
 
 def run_counted(elem_type, rank, shape, strides, scale, offset, tokens, rnd=None, **kw):
@@ -94,7 +81,7 @@ def run_counted(elem_type, rank, shape, strides, scale, offset, tokens, rnd=None
 
 
 @settings(deadline=None, max_examples=25)
-@given(counted_case(), st.floats(0.3, 1.0), st.floats(0.3, 1.0), st.integers(0, 2**16),
+@given(addr_case(counted=True), st.floats(0.3, 1.0), st.floats(0.3, 1.0), st.integers(0, 2**16),
        st.randoms(use_true_random=False))
 def test_counted_matches_interpreter(case, valid_p, ready_p, seed, rnd):
     elem_type, rank, shape, strides, scale, offset, tensors = case
