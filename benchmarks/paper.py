@@ -392,6 +392,10 @@ ATTN_MODES = ("dynamic", "interleaved", "coarse")
 ATTN_VARIANTS = {"default": ({"P": 4, "d": 4}, {}),
                  "region": ({"P": 4, "d": 32}, {"pcu_multipliers": 4})}
 #: the paper's speedups of dynamic parallelization (notes 4.4)
+#: the paper's static coarse-grained baseline: 16 requests per region, whatever the batch (at
+#: B = 16 one region serves them all); the region-addressed sweep runs it beside the even split
+#: of ``ceil(B / P)`` requests per region
+ATTN_PAPER_BLOCK = 16
 ATTN_PAPER = {"interleaved": "1.14-1.26x (low variance), 1.47-1.57x (high), B=64; geomean 1.36x",
               "coarse": "2.72x at B=16 (idle regions), 1.43x at B=64; geomean 1.85x",
               "both": "1.5x geomean over the Revet-expressible designs"}
@@ -403,16 +407,16 @@ def attn_config(variant):
 
 
 def attn_measure(variance, mode, *, variant="default", stall=False, batch=32, lmax=32,
-                 addressing="host"):
+                 addressing="host", block=None):
     """One decode-attention configuration in Verilator on ``traces/attn_<variance>_b<batch>_
     l<lmax>.json`` on the machine ``variant`` (:data:`ATTN_VARIANTS`) with the KV addresses
     ``addressing`` (``"host"``: a host stream, one beat per key; ``"region"``: each region
     generates them from the request's length): cycles, bit-exactness against the interpreter
-    and NumPy, and where the cycles go."""
+    and NumPy, and where the cycles go. ``block``: the coarse block (default ``ceil(B / P)``)."""
     trace = load_trace(TRACES / f"attn_{variance}_b{batch}_l{lmax}.json")
     pf = load(ATTN)
     program = pf.build(**dict(trace["params"], **ATTN_VARIANTS[variant][0], mode=mode,
-                              addressing=addressing))
+                              addressing=addressing, block=block))
     data = pf.data(program, seed=0, trace=trace)
     tensors, inputs = data["tensors"], data["inputs"]
     t0 = time.perf_counter()
@@ -435,7 +439,7 @@ def attn_measure(variance, mode, *, variant="default", stall=False, batch=32, lm
     readers = [u.name for u in res.hw.units if u.name.rstrip("0123456789") == stem
                and f"unit.{u.name}.busy" in c]
     return {"variance": variance, "mode": mode, "variant": variant, "ok": ok,
-            "addressing": addressing,
+            "addressing": addressing, "block": program.block if mode == "coarse" else None,
             "cycles": res.cycles, "stall": stall, "B": len(lengths), "Lmax": lmax,
             "keys": sum(lengths),
             "std": trace["statistics"]["std"], "seconds": round(wall, 1),
@@ -451,7 +455,7 @@ def attn_measure(variance, mode, *, variant="default", stall=False, batch=32, lm
             "pcu_busy_max": round(max(c[f"unit.{n}.busy"] for n in pcus) / cyc, 3)}
 
 
-def attn_balance(lengths, P, mode):
+def attn_balance(lengths, P, mode, block=None):
     """Keys of the busiest region under ``mode`` if every region took one cycle per key and
     nothing else limited it (a model, not a measurement): ``interleaved`` and ``coarse`` as
     :func:`examples.decode_attention.masks`; ``dynamic`` seeds request ``r < P`` to region
@@ -463,7 +467,7 @@ def attn_balance(lengths, P, mode):
             r = b if b < P else min(range(P), key=lambda i: (load_[i], i))
             load_[r] += n
         return max(load_)
-    per = -(-len(lengths) // P)
+    per = block or -(-len(lengths) // P)
     for b, n in enumerate(lengths):
         load_[b % P if mode == "interleaved" else b // per] += n
     return max(load_)
@@ -483,11 +487,19 @@ def attn_summarize(results, variant="default", batch=32, lmax=32, out=print, add
     rows, speed, diag, model = [], {"interleaved": [], "coarse": []}, [], []
     params, changes = ATTN_VARIANTS[variant]
     P = params["P"]
+    even = -(-batch // P)
+    paper_block = ATTN_PAPER_BLOCK if addressing == "region" else even
+    extra = []      # the even coarse split beside the paper's 16 per region, when they differ
     for v in ATTN_CLASSES:
-        got = {r["mode"]: r for r in results if r["variance"] == v and not r.get("stall")}
+        mine = [r for r in results if r["variance"] == v and not r.get("stall")]
+        got = {r["mode"]: r for r in mine
+               if r["mode"] != "coarse" or (r.get("block") or even) == paper_block}
         if not all(m in got for m in ATTN_MODES):
             continue
         dyn = got["dynamic"]["cycles"]
+        split = [r for r in mine if r["mode"] == "coarse" and (r.get("block") or even) == even]
+        if paper_block != even and split:
+            extra.append([v, split[0]["cycles"], f"{split[0]['cycles'] / dyn:.2f}"])
         si, sc = got["interleaved"]["cycles"] / dyn, got["coarse"]["cycles"] / dyn
         speed["interleaved"].append(si)
         speed["coarse"].append(sc)
@@ -504,7 +516,7 @@ def attn_summarize(results, variant="default", batch=32, lmax=32, out=print, add
         trace = TRACES / f"attn_{v}_b{batch}_l{lmax}.json"
         if trace.exists():
             lengths = json.loads(trace.read_text())["kv_lengths"]
-            keys = {m: attn_balance(lengths, P, m) for m in ATTN_MODES}
+            keys = {m: attn_balance(lengths, P, m, paper_block) for m in ATTN_MODES}
             model.append([v, keys["dynamic"], keys["interleaved"], keys["coarse"],
                           f"{keys['interleaved'] / keys['dynamic']:.2f}",
                           f"{keys['coarse'] / keys['dynamic']:.2f}"])
@@ -516,8 +528,12 @@ def attn_summarize(results, variant="default", batch=32, lmax=32, out=print, add
     out(f"\ndecode attention, dynamic parallelization, machine '{variant}' ({P} regions, d="
         f"{params['d']}, {machine}, B={batch}, Lmax={lmax}, traces/attn_*_b{batch}_l{lmax}"
         f".json), KV addresses: {where}; cycles in Verilator")
-    out(table(rows, ["KV variance", "std", "keys", "check", "dynamic", "interleaved", "coarse",
-                     "vs interleaved", "vs coarse"]))
+    out(table(rows, ["KV variance", "std", "keys", "check", "dynamic", "interleaved",
+                     f"coarse ({paper_block}/region)", "vs interleaved", "vs coarse"]))
+    if extra:
+        out(f"\nstatic coarse with an even split ({even} requests per region) beside the "
+            f"paper's {paper_block}")
+        out(table(extra, ["KV variance", f"coarse ({even}/region)", "vs it"]))
     out("\nwhere the cycles go (fractions of the run's cycles; addr: the host stream of KV "
         "addresses, or of the requests' lengths, a BeatReader; loads: the regions' key loads waiting for an address; memory: "
         "lines moved per cycle, at most 1; PCU: the busiest PCU)")
@@ -546,19 +562,33 @@ def attn_main(args):
     addressing = args.addressing or "host"
 
     def key(r):
-        return (r.get("variant", "default"), r["B"], r.get("Lmax", 32), r["variance"], r["mode"],
-                r.get("stall", False), r.get("addressing", "host"))
+        variant = r.get("variant", "default")
+        # a coarse run's block, None for the even split of ceil(B / P) requests per region
+        block = r.get("block")
+        if block == -(-r["B"] // ATTN_VARIANTS[variant][0]["P"]):
+            block = None
+        return (variant, r["B"], r.get("Lmax", 32), r["variance"], r["mode"],
+                r.get("stall", False), r.get("addressing", "host"), block)
     for variant in [] if args.table else variants:
         for B, lmax in sets:
-            for mode in ATTN_MODES:
+            # region addressing: the paper's coarse baseline (16 requests per region) and the
+            # even split when it differs
+            P = ATTN_VARIANTS[variant][0]["P"]
+            even = -(-B // P)
+            blocks = ([None] if addressing == "host" or even == ATTN_PAPER_BLOCK
+                      else [ATTN_PAPER_BLOCK, None])
+            runs = [(m, None) for m in ATTN_MODES if m != "coarse"] + [("coarse", b) for b in blocks]
+            for mode, block in runs:
                 for v in ATTN_CLASSES:
-                    k = (variant, B, lmax, v, mode, False, addressing)
+                    k = (variant, B, lmax, v, mode, False, addressing, block)
                     if not args.rerun and any(key(r) == k for r in results):
                         continue
                     print(f"[paper] decode attention ({variant}, B={B}, Lmax={lmax}, "
-                          f"addressing={addressing}): {mode} {v} ...", flush=True)
+                          f"addressing={addressing}): {mode} {v}"
+                          f"{'' if block is None else f' block={block}'} ...", flush=True)
                     r = attn_measure(v, mode, variant=variant, batch=B, lmax=lmax,
-                                     addressing=addressing)
+                                     addressing=addressing,
+                                     block=block or (even if mode == "coarse" else None))
                     print(f"[paper]   {r}", flush=True)
                     results = [x for x in results if key(x) != k] + [r]
                     path.parent.mkdir(parents=True, exist_ok=True)

@@ -33,7 +33,9 @@ request id ``rid``), so the output does not depend on which region served which 
     The static round-robin of the paper's baselines: request ``b`` to region ``b mod P``
     (a host selector).
 ``"coarse"``
-    Static coarse-grained dispatch: contiguous blocks of ``ceil(B / P)`` requests per region.
+    Static coarse-grained dispatch: contiguous blocks of ``block`` requests per region (default
+    ``ceil(B / P)``; the paper's baseline has 16, so at ``B = 16`` one region serves every
+    request and the others idle).
 
 Every mode computes the same ``O``. The interpreter runs the cyclic graph to its fixed point
 (``docs/routing.md``, "Cycles"): its EagerMerge takes the regions' signals round-robin, so it
@@ -70,10 +72,14 @@ MODES = ("dynamic", "interleaved", "coarse")
 ADDRESSING = ("host", "region")
 
 
-def program(B=8, P=2, d=4, Lmax=8, mode="dynamic", inflight=1, addressing="host"):
+def program(B=8, P=2, d=4, Lmax=8, mode="dynamic", inflight=1, addressing="host", block=None):
     if mode not in MODES:
         raise ValueError(f"decode_attention: mode must be one of {', '.join(map(repr, MODES))}, "
                          f"not {mode!r}")
+    if block is not None and (not isinstance(block, int) or isinstance(block, bool)
+                              or block < 1 or block * P < B):
+        raise ValueError(f"decode_attention: block must be an int >= 1 with block * P >= B "
+                         f"(every request in a region), got block={block!r}, P={P}, B={B}")
     if addressing not in ADDRESSING:
         raise ValueError(f"decode_attention: addressing must be one of "
                          f"{', '.join(map(repr, ADDRESSING))}, not {addressing!r}")
@@ -91,7 +97,7 @@ def program(B=8, P=2, d=4, Lmax=8, mode="dynamic", inflight=1, addressing="host"
     KT = p.tensor("KT", (d, B * Lmax), int16)          # request b's key j: column b*Lmax + j
     V = p.tensor("V", (B * Lmax, d), int16)            # its value: row b*Lmax + j
     O = p.tensor("O", (B, d), int32, role="output")
-    p.regions = P
+    p.regions, p.block = P, block
     # the dispatch selector: the feedback of the cycle, or a host stream (a static dispatch of
     # region-addressed requests needs none: each region reads its own)
     dispatch = (p.feedback("dispatch", (B,), Select(P)) if mode == "dynamic"
@@ -138,7 +144,7 @@ def _region_addressed(p, dispatch, B, P, Lmax, mode, Q, KT, V, O):
         rids = Partition(p.input("rid", (B, 1), Index()), dispatch, P, 1)      # [N_r, 1]
         lens = Partition(p.input("length", (B, 1), Index()), dispatch, P, 1)   # [N_r, 1]
     else:
-        sizes = [sum(1 for m in masks(mode, B, P) if m >> r & 1) for r in range(P)]
+        sizes = [sum(1 for m in masks(mode, B, P, p.block) if m >> r & 1) for r in range(P)]
         rids = [p.input(f"rid{r}", (n, 1), Index()) for r, n in enumerate(sizes) if n]
         lens = [p.input(f"length{r}", (n, 1), Index()) for r, n in enumerate(sizes) if n]
     ready = []
@@ -169,11 +175,12 @@ def _region(q, addr, rid, KT, V, O):
     return Accum(lambda acc, x: acc + x, Tile(int16, d, 1), k, b=1)    # [N] of [d, 1]
 
 
-def masks(mode, B, P):
-    """The static dispatch selector: one one-hot mask per request."""
+def masks(mode, B, P, block=None):
+    """The static dispatch selector: one one-hot mask per request (``block``: the coarse
+    block, default ``ceil(B / P)``)."""
     if mode == "interleaved":
         return [1 << (b % P) for b in range(B)]
-    per = -(-B // P)
+    per = block or -(-B // P)
     return [1 << (b // per) for b in range(B)]
 
 
@@ -210,11 +217,11 @@ def data(program, seed=0, trace=None):
         inputs = {"rid": list(range(B)),
                   "addr": [[b * Lmax + j for j in range(n)] for b, n in enumerate(lengths)]}
         if mode != "dynamic":
-            inputs["sel"] = masks(mode, B, P)
+            inputs["sel"] = masks(mode, B, P, program.block)
     elif mode == "dynamic":
         inputs = {"rid": [[b] for b in range(B)], "length": [[n] for n in lengths]}
     else:                                   # each region's own requests
-        sel = masks(mode, B, P)
+        sel = masks(mode, B, P, program.block)
         inputs = {}
         for r in range(P):
             mine = [b for b in range(B) if sel[b] >> r & 1]
