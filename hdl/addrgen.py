@@ -150,7 +150,7 @@ class AddrGenUnit(wiring.Component):
                for k, d in enumerate(shape)]
         acc = Signal(wide, name="walk_offset")  # sum(i[k] * strides[k]) of the current index
         at_end = [Signal(name=f"walk_at_end{k}") for k in range(len(shape))]
-        for k, d in enumerate(shape):
+        for k, d in enumerate(shape[:inner] if ragged else shape):
             m.d.comb += at_end[k].eq(idx[k] == d - 1 if d > 1 else 1)
         address = base + acc
         if ragged:
@@ -161,6 +161,7 @@ class AddrGenUnit(wiring.Component):
             m.d.comb += last_span.eq((count - 1) * strides[-1])
             inner_acc = Signal(wide, name="walk_inner_offset")
             address = address + inner_acc
+            # the innermost index is at its end at index count - 1 (at once for a count of 0)
             idx_next = (idx[-1] + 1) if idx[-1] is not None else 1
             m.d.comb += at_end[-1].eq(idx_next >= count)
             lo_check = base + lo_off + (last_span if strides[-1] < 0 else 0)

@@ -22,6 +22,9 @@ UNITS = {
     "addrgen_index": lambda: AddrGenUnit(Index(), 1, [2, 3], [16, 1], scale=64, offset=7),
     "addrgen_select": lambda: AddrGenUnit(Select(4), 0, [3, 1, 2], [-2, 5, 1], scale=6, offset=40),
     "addrgen_tile": lambda: AddrGenUnit(Tile(int8, 1, 1), 2, [4], [-1], scale=-3, offset=100),
+    "addrgen_counted": lambda: AddrGenUnit(Index(), 1, [2, 8], [100, 1], scale=8, counted=True),
+    "addrgen_counted_b0": lambda: AddrGenUnit(Select(4), 1, [5], [-2], scale=16, offset=64,
+                                              counted=True),
 }
 
 
