@@ -46,6 +46,12 @@ Traces: ``traces/attn_*.json`` (``benchmarks/attention_traces.py``) give ``kv_le
 low, medium or high variance batch of 16, 32 or 64 requests; without a trace the lengths are
 drawn uniformly.
 
+``signal`` is a region's "ready for the next request" in the dynamic mode: ``"fetched"`` (the
+default, the paper's SignalReqAllRead: all keys of the current request fetched) or ``"done"``
+(its output row written: the store's acknowledgement), which lets the dispatch give the next
+request to the region that *finishes* first; with ``inflight=2`` a region then always has one
+request waiting while the cycle brings the next.
+
 ``addressing`` says where the KV addresses come from:
 
 ``"host"`` (the default)
@@ -70,9 +76,11 @@ from stepforge.compiler.functions import zeros
 
 MODES = ("dynamic", "interleaved", "coarse")
 ADDRESSING = ("host", "region")
+SIGNALS = ("fetched", "done")
 
 
-def program(B=8, P=2, d=4, Lmax=8, mode="dynamic", inflight=1, addressing="host", block=None):
+def program(B=8, P=2, d=4, Lmax=8, mode="dynamic", inflight=1, addressing="host", block=None,
+            signal="fetched"):
     if mode not in MODES:
         raise ValueError(f"decode_attention: mode must be one of {', '.join(map(repr, MODES))}, "
                          f"not {mode!r}")
@@ -80,6 +88,9 @@ def program(B=8, P=2, d=4, Lmax=8, mode="dynamic", inflight=1, addressing="host"
                               or block < 1 or block * P < B):
         raise ValueError(f"decode_attention: block must be an int >= 1 with block * P >= B "
                          f"(every request in a region), got block={block!r}, P={P}, B={B}")
+    if signal not in SIGNALS:
+        raise ValueError(f"decode_attention: signal must be one of "
+                         f"{', '.join(map(repr, SIGNALS))}, not {signal!r}")
     if addressing not in ADDRESSING:
         raise ValueError(f"decode_attention: addressing must be one of "
                          f"{', '.join(map(repr, ADDRESSING))}, not {addressing!r}")
@@ -97,7 +108,7 @@ def program(B=8, P=2, d=4, Lmax=8, mode="dynamic", inflight=1, addressing="host"
     KT = p.tensor("KT", (d, B * Lmax), int16)          # request b's key j: column b*Lmax + j
     V = p.tensor("V", (B * Lmax, d), int16)            # its value: row b*Lmax + j
     O = p.tensor("O", (B, d), int32, role="output")
-    p.regions, p.block = P, block
+    p.regions, p.block, p.signal = P, block, signal
     # the dispatch selector: the feedback of the cycle, or a host stream (a static dispatch of
     # region-addressed requests needs none: each region reads its own)
     dispatch = (p.feedback("dispatch", (B,), Select(P)) if mode == "dynamic"
@@ -127,7 +138,7 @@ def _host_addressed(p, dispatch, B, P, Lmax, mode, Q, KT, V, O):
     qs = Partition(q, dispatch, P, 1)                   # [N_r, 1] of [1, d] each
     addrs = Partition(addr, dispatch, P, 1)             # [N_r, L] of Index
     rids = Partition(rid, dispatch, P, 0)               # [N_r] of Index
-    return [_region(qs[r], addrs[r], rids[r], KT, V, O) for r in range(P)]
+    return [_region(qs[r], addrs[r], rids[r], KT, V, O, p.signal) for r in range(P)]
 
 
 def _region_addressed(p, dispatch, B, P, Lmax, mode, Q, KT, V, O):
@@ -153,17 +164,19 @@ def _region_addressed(p, dispatch, B, P, Lmax, mode, Q, KT, V, O):
         q = RandomOffChipLoad(rid, Q, (1, d))           # [N_r, 1] of [1, d]
         # the request's KV rows, rid * Lmax + j for j < L_b
         addr = AddrGen(rid, (Lmax,), (1,), scale=Lmax, count=length)    # [N_r, L]
-        ready.append(_region(q, addr, rid, KT, V, O))
+        ready.append(_region(q, addr, rid, KT, V, O, p.signal))
     return ready
 
 
 score = function(lambda q, k: (q @ k).cast(int16).exp(), name="score")
 
 
-def _region(q, addr, rid, KT, V, O):
+def _region(q, addr, rid, KT, V, O, signal="fetched"):
     """One attention region: its requests' queries ``q [N, 1] of [1, d]``, KV addresses ``addr
-    [N, L]`` and output rows ``rid [N]``; writes each output row to ``O`` and returns its
-    "ready for the next request" signal, one per request (after its last key is fetched)."""
+    [N, L]`` and output rows ``rid [N]`` (or ``[N, 1]``); writes each output row to ``O`` and
+    returns its "ready for the next request" signal, one per request: after its last key is
+    fetched (``signal="fetched"``, the paper's SignalReqAllRead) or once its output row is
+    written (``"done"``: the store's acknowledgement)."""
     d = KT.shape[0]
     k = RandomOffChipLoad(addr, KT, (d, 1))             # [N, L] of [d, 1]
     v = RandomOffChipLoad(addr, V, (1, d))              # [N, L] of [1, d]
@@ -171,7 +184,9 @@ def _region(q, addr, rid, KT, V, O):
     w = Map(score, qx, k)                               # [N, L] of [1, 1] int16 (Q8.8)
     num = Accum(lambda acc, x: acc + x, Tile(int32, 1, d), Map(matmul, w, v), b=1)  # [N] [1, d]
     den = Accum(lambda acc, x: acc + x, Tile(int32, 1, 1), Map(cast(int32), w), b=1)  # [N] [1, 1]
-    RandomOffChipStore(rid, Map(div, num, den), O)
+    ack = RandomOffChipStore(rid, Map(div, num, den), O)                # rid's shape, Bool
+    if signal == "done":
+        return Flatten(ack, 0, 1) if len(ack.shape) > 1 else ack        # [N] of Bool
     return Accum(lambda acc, x: acc + x, Tile(int16, d, 1), k, b=1)    # [N] of [d, 1]
 
 

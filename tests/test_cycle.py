@@ -11,7 +11,7 @@ from stepforge import EagerMerge, Index, Partition, Program, Select, StepRuntime
 from stepforge.compiler.fifo_sizing import check_deadlocks, cycle_needs, cycle_paths
 from stepforge.compiler.lower import lower
 from stepforge.compiler.metrics import metrics
-from stepforge.loader import load
+from stepforge.loader import ProgramError, load
 from stepforge.sim.ref.interpreter import run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,17 +59,21 @@ def test_bind_checks_type_rank_and_static_sizes():
 
 
 @pytest.mark.parametrize("inflight", [1, 2])
-def test_dynamic_dispatch_computes_the_reference_with_lengths_1_and_at_the_bound(inflight):
+@pytest.mark.parametrize("addressing,signal", [("host", "fetched"), ("region", "fetched"),
+                                               ("region", "done"), ("host", "done")])
+def test_dynamic_dispatch_computes_the_reference_with_lengths_1_and_at_the_bound(
+        inflight, addressing, signal):
     pf = load(ATTN)
-    program = pf.build(B=8, P=2, Lmax=8, inflight=inflight)
+    program = pf.build(B=8, P=2, Lmax=8, inflight=inflight, addressing=addressing,
+                       signal=signal)
     lengths = [1, 8, 3, 1, 8, 2, 5, 1]
     data = _lengths(pf, program, lengths)
     res = run(program, tensors=data["tensors"], inputs=data["inputs"], keep_edges=True)
     want = pf.reference(program, data["tensors"], data["inputs"])["O"]
     assert np.array_equal(res.tensors["O"], want)
     # the same O as both static dispatches
-    for mode in ("interleaved", "coarse"):
-        static = pf.build(B=8, P=2, Lmax=8, mode=mode)
+    for mode, block in (("interleaved", None), ("coarse", None), ("coarse", 8)):
+        static = pf.build(B=8, P=2, Lmax=8, mode=mode, addressing=addressing, block=block)
         d = _lengths(pf, static, lengths)
         assert np.array_equal(run(static, tensors=d["tensors"], inputs=d["inputs"]).tensors["O"],
                               want)
@@ -207,3 +211,14 @@ def test_a_cycle_through_a_partition_with_a_rank_1_selector():
     assert res.tokens(outs[0]) == [0, 2, 4] and res.tokens(outs[1]) == [1, 3, 5]
     assert [t for t in res.tokens(fb) if isinstance(t, int)] == [1, 2] * 3
     assert res.cycle_iterations == B // P + 1
+
+
+def test_attention_parameters_are_checked():
+    pf = load(ATTN)
+    with pytest.raises(ProgramError, match=r"addressing must be one of 'host', 'region', not 'disk'"):
+        pf.build(addressing="disk")
+    with pytest.raises(ProgramError, match=r"signal must be one of 'fetched', 'done', not 'late'"):
+        pf.build(signal="late")
+    with pytest.raises(ProgramError, match=r"block must be an int >= 1 with block \* P >= B \(every "
+                       r"request in a region\), got block=3, P=2, B=8"):
+        pf.build(B=8, P=2, mode="coarse", block=3)
