@@ -61,10 +61,10 @@ request waiting while the cycle brings the next.
     them holds up the requests behind it (``docs/paper.md``, "Decode attention").
 ``"region"``
     The paper's design: the dispatching Partition routes one token per request (its row
-    ``rid`` and its KV length, the host stream ``length [B]``), and each region generates its
-    request's key addresses itself, ``rid * Lmax + j`` for ``j < L_b``, with an
-    :class:`~stepforge.AddrGen` whose innermost length is the request's
-    (``count=``, a ragged range).
+    ``rid`` and its KV length ``length``, host streams ``[B, 1]``), and each region loads its
+    request's query and generates its key addresses itself, ``rid * Lmax + j`` for ``j < L_b``,
+    with an :class:`~stepforge.AddrGen` whose innermost length is the request's (``count=``, a
+    ragged range). A static dispatch gives each region its own ``rid<r>`` and ``length<r>``.
 """
 
 import numpy as np
