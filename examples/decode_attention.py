@@ -158,9 +158,9 @@ def _region_addressed(p, dispatch, B, P, Lmax, mode, Q, KT, V, O):
         sizes = [sum(1 for m in masks(mode, B, P, p.block) if m >> r & 1) for r in range(P)]
         rids = [p.input(f"rid{r}", (n, 1), Index()) for r, n in enumerate(sizes) if n]
         lens = [p.input(f"length{r}", (n, 1), Index()) for r, n in enumerate(sizes) if n]
+    d = Q.shape[1]
     ready = []
     for rid, length in zip(rids, lens):
-        d = Q.shape[1]
         q = RandomOffChipLoad(rid, Q, (1, d))           # [N_r, 1] of [1, d]
         # the request's KV rows, rid * Lmax + j for j < L_b
         addr = AddrGen(rid, (Lmax,), (1,), scale=Lmax, count=length)    # [N_r, L]

@@ -6,6 +6,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..compiler.types import Index, Select, Tile
 from ..contract.beat import INDEX_BITS, beat_signature, stop_width
+from .flags import trailing_count
 from .lockstep import LockStep
 from .retile import FlatMapOutput, PieceGenerator
 from .unit import ErrorCode, StatusSignature, check, check_int, check_ints
@@ -125,8 +126,7 @@ class AddrGenUnit(wiring.Component):
         v_max = 1 << INDEX_BITS
         if isinstance(self.elem_type, Select):
             v_max = self.elem_type.n
-        extreme = (abs(self.offset) + abs(self.scale) * v_max
-                   + sum(abs(x) for x in spans) + abs(lo_off) + abs(hi_off))
+        extreme = abs(self.offset) + abs(self.scale) * v_max + sum(abs(x) for x in spans)
         width = extreme.bit_length() + 2
         wide = signed(width)
 
@@ -179,12 +179,9 @@ class AddrGenUnit(wiring.Component):
         if ragged:
             gen.faults.append((ErrorCode.OVER_BOUND, over))
         # The stop of the current address: S_j when the innermost j dimensions (j <= b) are all
-        # at their last index (the highest such j wins).
-        for j in range(1, b + 1):
-            level_j = Signal(name=f"walk_stop{j}")
-            m.d.comb += level_j.eq(_all([at_end[b + 1 - k] for k in range(1, j + 1)]))
-            with m.If(level_j):
-                m.d.comb += gen.stop.eq(j)
+        # at their last index.
+        if b:
+            m.d.comb += gen.stop.eq(trailing_count(at_end[1:]))
         m.d.comb += [
             gen.final.eq(_all(at_end)),
             gen.data.eq(address),

@@ -68,11 +68,9 @@ def run_counted(elem_type, rank, shape, strides, scale, offset, tokens, rnd=None
     says: ``(run, want, fed)``."""
     fn = F.addr_gen(shape, strides, scale=scale, offset=offset, counted=True)
     want = flat_map(tokens, expander(fn, Tuple(elem_type, Index())), len(shape) - 1)
-    p = 0 if rnd is None else 0.5
-    fed = {"in0": reframe(to_beats(project(tokens, 0)), rnd, p) if rnd else
-           to_beats(project(tokens, 0)),
-           "count": reframe(to_beats(project(tokens, 1)), rnd, p) if rnd else
-           to_beats(project(tokens, 1))}
+    fed = {port: to_beats(project(tokens, i)) for i, port in enumerate(("in0", "count"))}
+    if rnd is not None:
+        fed = {port: reframe(beats, rnd, 0.5) for port, beats in fed.items()}
     dut = AddrGenUnit(elem_type, rank, shape, strides, scale=scale, offset=offset, counted=True)
     run = simulate(dut, {"in0": (beat_layout(elem_type, rank), fed["in0"]),
                          "count": (beat_layout(Index(), rank), fed["count"])},
