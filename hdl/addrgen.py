@@ -1,6 +1,6 @@
 """AddrGen as hardware: every value expands into an affine walk of ``Index`` addresses."""
 
-from amaranth.hdl import Const, Module, Signal, signed
+from amaranth.hdl import Cat, Const, Module, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -183,7 +183,7 @@ class AddrGenUnit(wiring.Component):
         if b:
             m.d.comb += gen.stop.eq(trailing_count(at_end[1:]))
         m.d.comb += [
-            gen.final.eq(_all(at_end)),
+            gen.final.eq(Cat(*at_end).all()),
             gen.data.eq(address),
         ]
         with m.If(gen.step):
@@ -193,7 +193,7 @@ class AddrGenUnit(wiring.Component):
                     m.d.sync += inner_acc.eq(0)
             # Advance the innermost dimension that is not at its end; the inner ones wrap.
             for j in range(len(shape)):
-                inner_at_end = _all([at_end[k] for k in range(j + 1, len(shape))]) \
+                inner_at_end = Cat(*at_end[j + 1:]).all() \
                     if j + 1 < len(shape) else Const(1)
                 if idx[j] is None:
                     continue  # never advances
@@ -211,9 +211,3 @@ class AddrGenUnit(wiring.Component):
         FlatMapOutput(m, vb, gen, self.out, b, self.rank, self.status)
         return m
 
-
-def _all(bits):
-    v = bits[0]
-    for x in bits[1:]:
-        v = v & x
-    return v
