@@ -50,7 +50,7 @@ with one combinational read port per lane) of ``(base, delta)`` pairs, one per s
 Pipelined depths (:attr:`_Node.depth`): ``matmul``/``mac`` ``2 + ceil(log2(terms))``, plus one
 where products go straight into the running sums on an FPGA family, and on the iCE40 one for the
 fabric operand registers and one for the split sum; ``mul`` 2 (iCE40 3); ``div``
-``1 + ceil(bits / 2)`` (iCE40 ``1 + bits``); ``exp``/``silu``/``rsqrt`` 4; the others 0.
+``1 + ceil(bits / 2)`` (iCE40 ``1 + bits``); ``exp``/``silu``/``rsqrt`` 5; the others 0.
 
 Modules: :mod:`.tile` (:class:`HTile`, wrapping), :mod:`.issue` (:class:`Issue`), :mod:`.node`
 (what the node circuits share), :mod:`.elementwise`, :mod:`.row_reduce` and :mod:`.matmul` (the

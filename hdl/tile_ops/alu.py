@@ -5,7 +5,7 @@ from amaranth.hdl import Mux, Signal, Value
 
 from ...contract import fixedpoint
 from .divide import DIVIDE_BITS_PER_CUT, _divide, _pipelined_divide
-from .fixed_point import fixed_point_alu
+from .fixed_point import CUTS, fixed_point_alu
 from .tile import ceil_div, clamp, wrap
 
 __all__ = ["lane_op", "Stager", "lane_depth"]
@@ -86,11 +86,12 @@ class Stager:
 
 def lane_depth(op, bits, family=None):
     """Pipeline cuts of a pipelined ALU (0: not pipelined): ``div`` one for the magnitudes and
-    one per :data:`DIVIDE_BITS_PER_CUT` quotient bits, the fixed-point ALUs four (the operand;
-    the segment's ROM entry and fraction, at the multiplier's inputs; the product; the
-    interpolated value before rounding and clamping)."""
+    one per :data:`DIVIDE_BITS_PER_CUT` quotient bits, the fixed-point ALUs five
+    (:data:`~stepforge.hdl.tile_ops.fixed_point.CUTS`: the operand; the segment's ROM entry and
+    fraction, at the multiplier's inputs; the product; the interpolated value; the rounded
+    value before the sign or range selection and the clamp)."""
     if op == "div":
         return 1 + ceil_div(bits, DIVIDE_BITS_PER_CUT[family])
     if op in fixedpoint.NAMES:
-        return 4
+        return CUTS
     return 0

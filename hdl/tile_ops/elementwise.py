@@ -18,7 +18,7 @@ class ElementwiseNode(_Node):
 
     Pipelined, ``mul`` lanes are :func:`pipelined_product` (:attr:`depth` 2, 3 for
     ``family="ice40"``), ``div`` a restoring divider and ``exp``/``silu``/``rsqrt`` the
-    fixed-point ALUs in three cuts (:func:`lane_depth`); the other primitives are one adder
+    fixed-point ALUs in five cuts (:func:`lane_depth`); the other primitives are one adder
     or less and never pipelined.
 
     Parameters

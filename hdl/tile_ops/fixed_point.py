@@ -9,7 +9,10 @@ from ...contract import fixedpoint
 from .dsp import pipelined_product
 from .tile import _abs_unsigned, clamp, wrap
 
-__all__ = ["segment_rom", "fixed_point_alu"]
+__all__ = ["segment_rom", "fixed_point_alu", "CUTS"]
+
+#: Pipeline cuts of a pipelined fixed-point ALU (:func:`fixed_point_alu`).
+CUTS = 5
 
 
 def _segments(s):
@@ -51,10 +54,14 @@ def _round_shift(m, v, s_minus_1, width, name):
 def fixed_point_alu(m, op, dtype, x, rom, *, name, stage=None):
     """One lane of the fixed-point ``exp``/``silu``/``rsqrt`` (``contract/fixedpoint.py``, bit exact).
 
-    With ``stage`` (a :class:`Stager`) the lane is four pipeline cuts long: the operand is
-    registered, then the segment's ROM entry and the fraction (the multiplier's inputs) with what
-    the rest needs, then the product, then the interpolated value (before the rounding shift and
-    the clamp).
+    With ``stage`` (a :class:`Stager`) the lane is five pipeline cuts long (:data:`CUTS`): the
+    operand is registered, then the segment's ROM entry and the fraction (the multiplier's
+    inputs) with what the rest needs, then the product, then the interpolated value, then the
+    rounded value (before the sign's correction or the range's selection, and the clamp). What
+    the rounding shift and the range's selection need is worked out from the operand's
+    registers a cut after it, beside the multiplier, so no comparison or subtraction of them
+    follows the interpolation: after the fourth cut one rounding adder (``exp``, ``rsqrt``: behind
+    its shifter), after the fifth a subtraction (``silu``) or a multiplexer, and the clamp.
 
     Parameters
     ----------
@@ -81,22 +88,28 @@ def fixed_point_alu(m, op, dtype, x, rom, *, name, stage=None):
     B, F, K = s.bits, s.frac_bits, s.index_bits
     res = Signal(signed(B + 2), name=f"{p}_res")
 
-    def with_product(values, delta, f):
+    def with_product(values, delta, f, derive=None):
         """``values`` through the second and third cuts, and the segment's slope times the
         fraction, both registered at the second cut and the product at the third (a DSP
-        block's registers: :func:`pipelined_product`); themselves without a stager."""
+        block's registers: :func:`pipelined_product`); themselves without a stager.
+        ``derive(values)``, applied after the second cut, adds the values the later cuts need
+        (from registers, beside the multiplier)."""
+        derive = derive or (lambda v: v)
         if stage is None:
-            return values, delta * f
+            return derive(values), delta * f
         delta, f = Value.cast(delta), Value.cast(f)
         prod = pipelined_product(m, delta, f, len(delta) + len(f), stage.enable,
                                  f"{stage.name}_mul", stage.family)
-        for _ in range(2):
-            values = tuple(stage(v, f"v{k}") for k, v in enumerate(values))
-            stage.next()
+        values = tuple(stage(v, f"v{k}") for k, v in enumerate(values))
+        stage.next()
+        values = derive(values)
+        values = tuple(stage(v, f"v{k}") for k, v in enumerate(values))
+        stage.next()
         return values, prod
 
     def cut(*values):
-        """The values through the fourth cut (after the segment's interpolation)."""
+        """The values through the next cut (the fourth: after the segment's interpolation; the
+        fifth: after the rounding)."""
         if stage is None:
             return values
         values = tuple(stage(v, f"v{k}") for k, v in enumerate(values))
@@ -112,27 +125,37 @@ def fixed_point_alu(m, op, dtype, x, rom, *, name, stage=None):
         t = Signal(signed(B + s.log2e.bit_length() + 1), name=f"{p}_t")
         n0 = Signal(signed(len(t) - Sr), name=f"{p}_n")
         f0 = Signal(FB, name=f"{p}_f")
-        shm1 = Signal(range(P + 2), name=f"{p}_shm1")  # the rounding shift minus one
         m.d.comb += [
             t.eq(x * s.log2e),
             n0.eq(t[Sr:].as_signed()),
             rom.addr.eq(t[Sr - K:Sr]),
             f0.eq(t[Sr - K - FB:Sr - K]),
         ]
-        (n, base), prod = with_product((n0, rom.data.base), rom.data.delta, f0)
+
+        def ranges(values):
+            """The integer part ``n``: above the range, below it, the rounding shift minus one."""
+            n, base = values
+            over = Signal(name=f"{p}_over")
+            under = Signal(name=f"{p}_under")
+            shm1 = Signal(range(P + 2), name=f"{p}_shm1")  # the rounding shift minus one
+            m.d.comb += [over.eq(n >= B - 1 - F), under.eq(n < -F - 2)]
+            with m.If(under):
+                m.d.comb += shm1.eq(P + 1)
+            with m.Elif(over):
+                m.d.comb += shm1.eq(0)
+            with m.Else():
+                m.d.comb += shm1.eq((P - F - 1) - n)
+            return base, over, under, shm1
+
+        (base, over, under, shm1), prod = with_product((n0, rom.data.base), rom.data.delta, f0,
+                                                       ranges)
         y = Signal(signed(P + 3), name=f"{p}_y")
         m.d.comb += y.eq(base + (prod >> FB))
-        y, n = cut(y, n)
-        with m.If(n < -F - 2):
-            m.d.comb += shm1.eq(P + 1)
-        with m.Elif(n >= B - 1 - F):
-            m.d.comb += shm1.eq(0)
-        with m.Else():
-            m.d.comb += shm1.eq((P - F - 1) - n)
-        rounded = _round_shift(m, y, shm1, P + 3, p)
-        with m.If(n >= B - 1 - F):
+        y, over, under, shm1 = cut(y, over, under, shm1)
+        rounded, over, under = cut(_round_shift(m, y, shm1, P + 3, p), over, under)
+        with m.If(over):
             m.d.comb += res.eq(s.max)
-        with m.Elif(n < -F - 2):
+        with m.Elif(under):
             m.d.comb += res.eq(0)
         with m.Else():
             m.d.comb += res.eq(rounded)
@@ -140,19 +163,24 @@ def fixed_point_alu(m, op, dtype, x, rom, *, name, stage=None):
         S, G = s.frac_width, s.precision
         a0 = Signal(unsigned(B), name=f"{p}_a")
         g_ext = Signal(signed(max(v.bit_length() for v in s.table) + 3), name=f"{p}_gx")
-        g = Signal(signed(B + 1), name=f"{p}_g")
         m.d.comb += [
             a0.eq(_abs_unsigned(x, B)),
             rom.addr.eq(a0[S:S + K]),
         ]
-        (a, neg, base), prod = with_product((a0, x < 0, rom.data.base), rom.data.delta, a0[:S])
+
+        def inside(values):
+            """Whether ``|x|`` lies in the table's range (else ``silu(|x|) = |x|``)."""
+            a, neg, base = values
+            return a, neg, base, a < (1 << (S + K))
+
+        (a, neg, base, within), prod = with_product((a0, x < 0, rom.data.base), rom.data.delta,
+                                                    a0[:S], inside)
         m.d.comb += g_ext.eq(base + (prod >> S))
-        g_ext, a, neg = cut(g_ext, a, neg)
-        inside = a < (1 << (S + K))
-        m.d.comb += [
-            g.eq(Mux(inside, _round_shift(m, g_ext, G - 1, len(g_ext), p), a)),
-            res.eq(Mux(neg, g - a, g)),
-        ]
+        g_ext, a, neg, within = cut(g_ext, a, neg, within)
+        g = Signal(signed(B + 1), name=f"{p}_g")
+        m.d.comb += g.eq(Mux(within, _round_shift(m, g_ext, G - 1, len(g_ext), p), a))
+        g, a, neg = cut(g, a, neg)
+        m.d.comb += res.eq(Mux(neg, g - a, g))      # silu(-a) = silu(a) - a
     elif op == "rsqrt":
         W, P = s.frac_width, s.precision
         e = Signal(range(B - 1), name=f"{p}_e")
@@ -160,7 +188,6 @@ def fixed_point_alu(m, op, dtype, x, rom, *, name, stage=None):
         f = Signal(W, name=f"{p}_f")
         y = Signal(signed(P + 3), name=f"{p}_y")
         lz = Signal(range(B - 1), name=f"{p}_lz")      # B - 2 - e: the normalising shift
-        shm1 = Signal(range(P + B), name=f"{p}_shm1")  # the rounding shift minus one
         for k in range(1, B - 1):  # the highest set bit wins
             with m.If(x[k]):
                 m.d.comb += e.eq(k)
@@ -170,13 +197,20 @@ def fixed_point_alu(m, op, dtype, x, rom, *, name, stage=None):
             rom.addr.eq(Cat(u[W:W + K], e[0])),
             f.eq(u[:W]),
         ]
-        (e1, pos, base), prod = with_product((e, x > 0, rom.data.base), rom.data.delta, f)
+
+        def shift(values):
+            """The rounding shift minus one, from the exponent."""
+            e1, pos, base = values
+            shm1 = Signal(range(P + B), name=f"{p}_shm1")
+            m.d.comb += shm1.eq((P - F - F // 2 - 1) + (e1 >> 1))
+            return pos, base, shm1
+
+        (pos, base, shm1), prod = with_product((e, x > 0, rom.data.base), rom.data.delta, f,
+                                               shift)
         m.d.comb += y.eq(base + (prod >> W))
-        y, e1, pos = cut(y, e1, pos)
-        m.d.comb += [
-            shm1.eq((P - F - F // 2 - 1) + (e1 >> 1)),
-            res.eq(Mux(pos, _round_shift(m, y, shm1, P + 3, p), s.max)),
-        ]
+        y, pos, shm1 = cut(y, pos, shm1)
+        rounded, pos = cut(_round_shift(m, y, shm1, P + 3, p), pos)
+        m.d.comb += res.eq(Mux(pos, rounded, s.max))
     else:
         raise ValueError(f"no fixed-point ALU for {op!r}")
     return wrap(clamp(res, s.min, s.max), B)
