@@ -9,7 +9,8 @@
     python benchmarks/paper.py --attention --variant region   # on the region-bound machine only
 
 Each configuration of ``examples/moe.py`` (static tiles of ``rows``, dynamic tiling, bounded
-dynamic tiles of at most ``rows``) runs on a synthetic routing trace (``traces/paper_*.json``,
+dynamic tiles of at most ``rows``, and ``stream``: bounded tiles with each expert's weight read
+once and held in a PMU) runs on a synthetic routing trace (``traces/paper_*.json``,
 ``benchmarks/paper_traces.py``) in Verilator, bit-exact against the interpreter and NumPy, on
 :data:`MACHINE`. Per configuration it records:
 
@@ -18,11 +19,13 @@ dynamic tiles of at most ``rows``) runs on a synthetic routing trace (``traces/p
   sum over every FIFO of its high-water mark (beats) times the largest payload that crossed it
   (a dynamic tile counted at its actual rows, ``rows x cols x element bytes``; stop and row-count
   fields not counted), plus the accumulator tile every Accum PCU holds, at the largest actual
-  size it reached. These programs have no PMU (hierarchical tiling does not apply to routed
-  streams, ``docs/tiling.md``; there is no Bufferize), so there is no allocator high-water mark;
+  size it reached, plus, for every PMU (only ``stream`` tiling has one: each expert's weight),
+  its allocator's high-water mark of blocks times a block's entries times the largest element
+  stored (:func:`pmu_bytes`);
 * **allocated bytes** (``alloc``): what the hardware is built with, the FIFOs' depth times their
   beat width (stop and row fields included, dynamic tiles at their bound) plus the Accum
-  accumulators at their bound;
+  accumulators at their bound, plus every PMU's blocks at the width of an entry (data and
+  stop);
 * **paper-model bytes** (``model``): the paper's symbolic on-chip formula
   (``compiler/metrics.py``) with the trace's symbols bound;
 * **off-chip bytes** read and written by the tensor operators (the memory's counters).
@@ -47,6 +50,7 @@ import numpy as np
 
 from stepforge.compiler.metrics import bind, metrics
 from stepforge.hdl.config import HardwareConfig
+from stepforge.hdl.pmu import PMU
 from stepforge.loader import load, load_trace
 from stepforge.report import table
 from stepforge.sim.ref.interpreter import run
@@ -73,10 +77,10 @@ SHAPE = {"D": 4, "N": 4, "n": 4}
 LAYERS = {
     "mixtral": ("paper_mixtral_t64_e8_top2.json", 1.33,
                 [("static", 4), ("dynamic", 64), ("static", 16), ("static", 64), ("bounded", 16),
-                 ("static", 8), ("static", 32)]),
+                 ("static", 8), ("static", 32), ("stream", 16), ("stream", 4), ("stream", 8)]),
     "qwen3": ("paper_qwen3_t64_e16_top1.json", 2.11,
               [("static", 4), ("static", 16), ("bounded", 16), ("static", 64), ("dynamic", 64),
-               ("static", 8), ("static", 32)]),
+               ("static", 8), ("static", 32), ("stream", 16), ("stream", 4), ("stream", 8)]),
 }
 
 
@@ -112,7 +116,24 @@ def onchip_bytes(hw, ref, csrs):
             width = next((-(-e.layout.size // 8) for e in hw.edges if e.stream is out), 0)
             alloc += width
             used += _largest(ref.edges.get(out, []), width)
+        elif isinstance(u.component, PMU) and not u.shared:
+            used_b, alloc_b = pmu_bytes(u, ref, csrs)
+            used += used_b
+            alloc += alloc_b
     return used, alloc
+
+
+def pmu_bytes(u, ref, csrs):
+    """``(used, allocated)`` bytes of the PMU of unit ``u`` (a Bufferize and its Streamify
+    nodes): its allocator's high-water mark of blocks (``pmu.<unit>.blocks_high_water``) times
+    the block's entries times the largest element that entered it, and every block at the
+    width of one entry of its data and stop memories."""
+    pmu = u.component
+    entry = pmu.params.entry_layout().size + pmu.params.stop_shape().width
+    width = -(-entry // 8)
+    peak = csrs[f"pmu.{u.name}.blocks_high_water"]
+    elem = _largest(ref.edges.get(u.node.inputs[0], []), width)
+    return peak * pmu.block_size * elem, pmu.blocks * pmu.block_size * width
 
 
 def _largest(tokens, width):
@@ -159,7 +180,7 @@ def measure(layer, tiling, rows, *, trace=None, seed=0, stall=False, config=MACH
 
 def label(r):
     return {"static": f"static {r['rows']}", "bounded": f"bounded {r['rows']}",
-            "dynamic": "dynamic"}[r["tiling"]]
+            "stream": f"stream {r['rows']}", "dynamic": "dynamic"}[r["tiling"]]
 
 
 def summarize(layer, results, paper_pid, out=print):
@@ -215,7 +236,7 @@ def plot(layer, results, path):
         ax.step([m for m, _ in front], [c for _, c in front], where="post", color="grey",
                 label="static Pareto frontier")
         for r in rs:
-            style = {"static": "o", "bounded": "s", "dynamic": "*"}[r["tiling"]]
+            style = {"static": "o", "bounded": "s", "stream": "D", "dynamic": "*"}[r["tiling"]]
             ax.plot(r[key], r["cycles"], style, markersize=11 if style == "*" else 7,
                     label=label(r))
             ax.annotate(label(r), (r[key], r["cycles"]), fontsize=7, xytext=(4, 4),

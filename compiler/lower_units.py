@@ -178,8 +178,13 @@ def _bufferize(node, lc):
     replays = [Replay(r.repeat, expand_rank=r.expand_rank,
                       ref_type=None if r.ref is None else r.ref.dtype, order=r.order)
                for r in readers]
+    # one mapping serves every port of the PMU: the buffered element's dynamic tiles and those of
+    # each reference stream (a Streamify replaying once per element of a stream of ragged tiles)
+    row_bound = {}
+    for t in [x.dtype] + [r.ref.dtype for r in readers if r.ref is not None]:
+        row_bound.update(lc.row_bound(t) or {})
     pmu = PMU(x.dtype, x.rank, node.b, tuple(shape), mode="static" if static else "dynamic",
-              readers=replays or None, row_bound=lc.row_bound(x.dtype))
+              readers=replays or None, row_bound=row_bound or None)
     for i, r in enumerate(readers):
         buffers, ref, out = pmu.port_names(i)
         ports = {"buffers": buffers, "out": out}

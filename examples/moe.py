@@ -1,4 +1,5 @@
-"""The paper's simplified mixture of experts (ASPLOS'26 Fig. 6/7, Listing 1): static, dynamic tiles.
+"""The paper's simplified mixture of experts (ASPLOS'26 Fig. 6/7, Listing 1): static, dynamic tiles,
+and dynamic tiles as a ragged stream of hardware tiles over a weight held on chip.
 
 Each of ``T`` tokens (a ``[1, D]`` row) is routed to ``k`` of ``E`` experts by a multi-hot
 selector; every expert is one matmul with a ``[D, N]`` weight. Partition sends each token to its
@@ -15,9 +16,21 @@ batch, whichever comes first: the Reshape's padding is filtered out *before* pac
 last tile of each expert has a data-dependent row count (at most ``rows``) and nothing is
 padded; the weight is read once per tile, ``ceil(D_e / rows)`` times. With ``rows >= T`` it
 packs what ``dynamic`` packs, but the hardware is built for ``rows`` instead of ``T``, and an
-expert starts multiplying as soon as ``rows`` of its tokens have arrived.
+expert starts multiplying as soon as ``rows`` of its tokens have arrived. With **stream tiling**
+(``-p tiling=stream``, weight-stationary) an expert's tokens are packed as ``bounded`` packs them
+(tiles of at most ``rows``, the last ragged, nothing padded), but its weight is read once per
+expert, as ``dynamic`` reads it (none for an expert without tokens), held in a PMU and replayed
+for each of its row tiles: the expert's tiles form one chunk (Promote) of a one-input
+EagerMerge, whose selector beat leaves with the chunk's *first* tile and triggers the weight's
+LinearOffChipLoad; Bufferize holds the ``N / n`` column tiles and Streamify replays them once per
+row tile (the tiles are its reference; ``_stationary``). The weight's read starts at an
+expert's first tile, not at the end of the batch, and no beat is wider than ``rows`` rows.
+(An Accum over the tiles, the other way to get one element per active expert, would close
+only at the end of the batch; the EagerMerge's selector has one element per active expert,
+sent with its first tile, and shares the tiles' outer dimension, as Streamify's reference form
+needs.) It does not combine with ``regions`` (``ValueError``).
 
-All three tilings run in hardware (``stepforge run examples/moe.py [-p tiling=static]``) on int16
+All four tilings run in hardware (``stepforge run examples/moe.py [-p tiling=static]``) on int16
 tokens and weights with int32 sums. Dynamic tiling multiplies tiles whose row count is
 data-dependent: the PCU is built for the bound ``T`` and spends ``ceil(D_e * D * n /
 multipliers)`` cycles per weight tile, so it follows the actual tokens (``docs/compute.md``).
@@ -37,7 +50,7 @@ Accum multiplies, and the same selector routes the rows back to their expert (Pa
 the padded rows are dropped (the padding flags follow the tiles by a Reassemble on that
 selector). Without ``regions`` every expert has its own region and its own ``W{e}`` (the
 program above, unchanged); ``data`` gives the same values either way, so the results are
-identical. With every tiling: each expert's dynamic or bounded tile has a row count symbol of
+identical. With every tiling but ``stream``: each expert's dynamic or bounded tile has a row count symbol of
 its own, and the EagerMerge gives the merged tiles a fresh ragged row count bounded by the
 largest (``docs/routing.md``, decision 7; ``docs/paper.md``, "Configuration
 time-multiplexing"). A merged tile waits in the region for the next ones (the
@@ -47,21 +60,30 @@ Reassemble that orders them; the lowering sizes their FIFO for it (``docs/perf.m
 
 import numpy as np
 
-from stepforge import (Accum, AddrGen, EagerMerge, Filter, Flatten, LinearOffChipLoad,
+from stepforge import (Accum, AddrGen, Bufferize, EagerMerge, Filter, Flatten, LinearOffChipLoad,
                        LinearOffChipStore, Map, Partition, Program, Promote, RandomOffChipLoad,
-                       Reassemble, RepeatStatic, Reshape, RetileStreamify, Select, Tile, fp32,
-                       int16, int32, matmul, retile_col, retile_row)
+                       Reassemble, RepeatStatic, Reshape, RetileStreamify, Select, Streamify, Tile,
+                       fp32, int16, int32, matmul, retile_col, retile_row)
 
 
 def program(T=10, D=8, N=16, E=2, k=1, n=4, tiling="dynamic", rows=4, dtype="int",
             regions=None):
     p = Program("moe")
     xt, yt = (int16, int32) if dtype == "int" else (fp32, fp32)
-    if tiling not in ("dynamic", "bounded", "static"):
-        raise ValueError(f"moe: tiling must be 'dynamic', 'bounded' or 'static', not {tiling!r}")
+    if tiling not in TILINGS:
+        raise ValueError(f"moe: tiling must be 'dynamic', 'bounded', 'static' or 'stream', "
+                         f"not {tiling!r}")
     if regions is not None and (not isinstance(regions, int) or isinstance(regions, bool)
                                 or regions < 1 or E % regions):
         raise ValueError(f"moe: regions must be a positive int dividing E={E}, not {regions!r}")
+    if tiling == "stream" and regions is not None:
+        raise ValueError(
+            f"moe: tiling='stream' does not take regions={regions!r}: it holds each expert's "
+            f"weight in a PMU of its own for all of the expert's row tiles, so a shared region "
+            f"would have to merge whole experts (an EagerMerge of level-1 chunks), and an "
+            f"expert's tiles close only at the end of the batch: the region would serve its "
+            f"experts one after the other. Use tiling='static' or 'bounded' with regions, or "
+            f"'stream' without")
     X = p.tensor("X", (T, D), xt)
     if regions is None:                                        # one matmul region per expert
         Ws = [p.tensor(f"W{e}", (D, N), xt) for e in range(E)]
@@ -76,6 +98,9 @@ def program(T=10, D=8, N=16, E=2, k=1, n=4, tiling="dynamic", rows=4, dtype="int
         for e in range(E):
             chunks, flags = _chunks(routed[e], tiling, rows)
             packed = _pack(chunks)
+            if tiling == "stream":
+                outs.append(_stationary(packed, Ws[e], (D, n)))
+                continue
             w = LinearOffChipLoad(Ws[e], (D, n), out_shape=(N // n,), stride=(1,), ref=packed)
             outs.append(_unpack(_matmul(packed, w, N // n), tiling, flags))
     else:
@@ -90,6 +115,9 @@ def program(T=10, D=8, N=16, E=2, k=1, n=4, tiling="dynamic", rows=4, dtype="int
     return p
 
 
+TILINGS = ("dynamic", "bounded", "static", "stream")
+
+
 def _chunks(tokens, tiling, rows):
     """An expert's tokens ``[D_e] of [1, D]`` grouped into the chunks of rows that become its
     tiles, and the Reshape's padding flags (``None`` unless static tiling filters the padded
@@ -97,14 +125,14 @@ def _chunks(tokens, tiling, rows):
     if tiling == "dynamic":
         return Promote(tokens), None                                 # [1 if D_e > 0, D_e]
     padded = Reshape(tokens, rows, 0, pad=0, flags=True)            # [ceil(D_e/rows), rows]
-    if tiling == "bounded":
+    if tiling in ("bounded", "stream"):
         return Filter(padded[0], padded[1], keep=False), None       # the last chunk ragged
     return padded[0], padded[1]
 
 
 def _pack(chunks):
-    """Each chunk of ``[1, D]`` rows packed into one tile (dynamic: ``[D_e, D]``; bounded: at
-    most ``[rows, D]``; static: ``[rows, D]``)."""
+    """Each chunk of ``[1, D]`` rows packed into one tile (dynamic: ``[D_e, D]``; bounded and
+    stream: at most ``[rows, D]``; static: ``[rows, D]``)."""
     return Accum(retile_row, None, chunks, b=1)
 
 
@@ -113,6 +141,40 @@ def _matmul(packed, w, cols):
     wide tile per packed tile: ``[..] of [rows, N]``."""
     prod = Map(matmul, RepeatStatic(packed, cols), w)                # [.., N/n] of [rows, n]
     return Accum(retile_col, None, prod, b=1)
+
+
+def _stationary(packed, W, tile):
+    """An expert's row tiles times its weight, read once and held on chip (``tiling="stream"``).
+
+    The expert's tiles ``[C_e] of [<=rows, D]`` become one chunk (Promote) that a one-input
+    EagerMerge forwards unchanged while its selector beat, sent with the chunk's *first* tile,
+    triggers the weight's read (none for an expert without tokens). Bufferize holds the ``N / n``
+    column tiles in a PMU and Streamify replays them once per row tile (the tile stream is its
+    reference).
+
+    Parameters
+    ----------
+    packed : Stream
+        The expert's row tiles ``[C_e] of [<=rows, D]`` (bounded packing).
+    W : Tensor
+        The expert's ``[D, N]`` weight.
+    tile : (int, int)
+        The weight's column tile ``(D, n)``.
+
+    Returns
+    -------
+    Stream
+        The expert's output rows ``[D_e] of [1, N]``, in the order of its tokens.
+    """
+    cols = W.shape[1] // tile[1]
+    data, which = EagerMerge([Promote(packed)], 1)               # [M, C] of tiles, [M]
+    w = LinearOffChipLoad(W, tile, out_shape=(cols,), stride=(1,),
+                          ref=Promote(which, 0))                 # [M, 1, N/n] of [D, n]
+    held = Bufferize(w, 1)                                       # [M, 1] of Buffer[N/n]
+    weights = Streamify(held, ref=data, expand_rank=1)           # [M, C, N/n] of [D, n]
+    prod = Map(matmul, RepeatStatic(data, cols), weights)        # [M, C, N/n] of [<=rows, n]
+    wide = Accum(retile_col, None, prod, b=1)                    # [M, C] of [<=rows, N]
+    return Flatten(RetileStreamify(wide, "row", b=1), 0, 2)      # [D_e] of [1, N]
 
 
 def _unpack(wide, tiling, flags):

@@ -7,7 +7,8 @@ writer, discard) is ``done``, when a unit raises its sticky ``error`` (its id an
 latched), or when the watchdog sees no beat move on any FIFO and no memory line granted for
 ``watchdog`` cycles (``deadlock``). Counters stop with the run, so the CSRs read afterwards
 describe it: total cycles, per-unit busy / input-stalled / output-stalled cycles, per-FIFO
-high-water marks and levels, off-chip bytes, beats written per output stream.
+high-water marks and levels, per-PMU block high-water marks, off-chip bytes, beats written per
+output stream.
 
 With a ``library`` (:class:`~stepforge.sim.rtl.separate.UnitLibrary`, the Verilog flow) every unit,
 FIFO and the memory become instances of separately compiled, cached Verilog modules and only the
@@ -15,11 +16,11 @@ top's own logic is converted with it; without one (Amaranth's simulator) they ar
 
 Two targets come from one design (``target``). The **simulation** target (the default) has
 everything that exists to test: random stall injection, the watchdog, per-unit busy/stall
-counters and per-FIFO level and high-water registers. The **board** target keeps what a host
-needs (``start``, ``running``/``done``/``error``, the error's unit and code, the cycle counter,
-off-chip byte counters, beats per output stream, and the memory's word port for loading and
-reading tensors) and drops the rest, so none of it costs area or sits on a timing path. The
-units, and so the cycles, are the same.
+counters, per-FIFO level and high-water registers and per-PMU block high-water registers. The
+**board** target keeps what a host needs (``start``, ``running``/``done``/``error``, the error's
+unit and code, the cycle counter, off-chip byte counters, beats per output stream, and the
+memory's word port for loading and reading tensors) and drops the rest, so none of it costs area
+or sits on a timing path. The units, and so the cycles, are the same.
 
 ``stall_enable`` (simulation target) turns on random back-pressure: every FIFO refuses its input in
 about a quarter of the cycles and the memory grants nothing in about a quarter of the cycles, from
@@ -34,6 +35,7 @@ from .csr import CSRBank
 from .fifo import StreamFIFO
 from .flags import increment_split
 from .memory import DebugSignature, MemoryModel
+from .pmu import PMU
 
 __all__ = ["System", "TARGETS"]
 
@@ -247,6 +249,16 @@ class System(wiring.Component):
         for e, fifo in zip(hw.edges if sim else [], fifos):
             csr.add(f"fifo.{e.name}.high_water", fifo.high_water)
             csr.add(f"fifo.{e.name}.level", fifo.level)
+        for u in owners if sim else []:
+            comp = comps[u.name]
+            if isinstance(comp, PMU):
+                # the most blocks the PMU's buffers held at once (its allocator's high-water mark)
+                used = Signal(range(comp.blocks + 1), name=f"u{u.uid}_blocks_used")
+                peak = Signal(range(comp.blocks + 1), name=f"u{u.uid}_blocks_high_water")
+                m.d.comb += used.eq(comp.blocks - comp.free_blocks)
+                with m.If(running & (used > peak)):
+                    m.d.sync += peak.eq(used)
+                csr.add(f"pmu.{u.name}.blocks_high_water", peak)
         self._csr_names = csr.names
         m.d.comb += [csr.addr.eq(self.csr_addr), self.csr_rdata.eq(csr.rdata)]
         return m
