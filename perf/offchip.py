@@ -94,7 +94,7 @@ class LoadActor(Actor):
                 P = self.out.room_chain()
             else:
                 held = filled(n, NEG)
-                held[d] = client.last + self._extra
+                held[d] = self._grants() + self._extra
                 P = chain(np.maximum(held, room, out=held))
         for _ in range(LOCAL_ROUNDS):
             # a tile takes a slot of the buffer: the tile ``buf`` tiles before it must have left
@@ -106,11 +106,11 @@ class LoadActor(Actor):
                 a[dst] = np.maximum(a[dst], P[src] + self.slot_free if self.slot_free else P[src])
             T = chain(a)
             if every:
-                own = client.estimate(T + gd)
+                own = self._estimate(T + gd)
                 ready = own + self._extra
             else:
                 ready = T + 1
-                own = client.estimate(T[d] + gd)
+                own = self._estimate(T[d] + gd)
                 ready[d] = own + self._extra
             before, P = P, chain(np.maximum(ready, room, out=ready))
             if slots is None or once or same(P, before):
@@ -118,14 +118,27 @@ class LoadActor(Actor):
         changed = not same(T, self.T)
         self.T = T
         # alone at the memory, the grants are the estimate the loop ended on
-        changed |= client.request(T + gd if every else T[d] + gd, own if alone else None)
+        changed |= self._request(T + gd if every else T[d] + gd, own if alone else None, P)
         if not alone:
             if every:
-                ready = client.done() + self._extra
+                ready = self._grants() + self._extra
             else:
-                ready[d] = client.done() + self._extra
+                ready[d] = self._grants() + self._extra
             P = chain(np.maximum(ready, room))
         return self._publish(T, P, changed)
+
+    def _grants(self):
+        """The grant of each of this unit's tiles' last line (the memory's, or its own alone)."""
+        return self.client.last
+
+    def _estimate(self, times):
+        """:meth:`MemoryClient.estimate` of the tiles' requests at ``times``."""
+        return self.client.estimate(times)
+
+    def _request(self, times, own, P):
+        """Request the tiles' lines at ``times`` (``own``: their grants alone, when known;
+        ``P``: the pushes this update found); whether the requests changed."""
+        return self.client.request(times, own)
 
     def _publish(self, T, P, changed):
         """Keep the steps ``T`` (already in ``self.T``) and the pushes ``P``, and the reference's
@@ -157,7 +170,7 @@ class LoadActor(Actor):
         P = np.maximum(own + self._extra, R)
         changed = not same(T, self.T)
         self.T = T
-        changed |= client.request(times, own)
+        changed |= self._request(times, own, P)
         return self._publish(T, P, changed)
 
     def _ordered(self, base, slots):
@@ -168,14 +181,14 @@ class LoadActor(Actor):
         grants rise by a cycle a request at least. The slots wait for these pushes, and the
         steps request their lines."""
         R = self.out.room_chain()
-        P = np.maximum(self.client.last + self._extra, R)
+        P = np.maximum(self._grants() + self._extra, R)
         a = base.copy()
         dst, src = slots
         a[dst] = np.maximum(a[dst], P[src] + self.slot_free if self.slot_free else P[src])
         T = chain(a)
         changed = not same(T, self.T)
         self.T = T
-        changed |= self.client.request(T + self.tm.grant_delay)
+        changed |= self._request(T + self.tm.grant_delay, None, P)
         return self._publish(T, P, changed)
 
     def busy(self):
@@ -188,9 +201,21 @@ class ReaderActor(LoadActor):
     yet gone (beat ``k``'s request waits for beat ``k - depth`` to leave, and one cycle more: its
     credit returns at the clock edge), each beat ready ``mem_latency + reader_ready`` cycles
     after its last line's grant (it enters the reader's FIFO as the line arrives and leaves it
-    the next cycle). The speculative bursts past the stream's last beat (at most ``depth - 1``,
-    read and dropped) are not modelled: they compete for the memory only after the last beat
-    has arrived."""
+    the next cycle).
+
+    **Speculative bursts.** The reader does not know where its stream ends: it keeps asking
+    for the bursts after the last beat until that beat has arrived, and the memory grants
+    every burst it was asked for (the bursts are read and dropped). It asks a burst per cycle
+    while its memory port's queues have room, and a port holds :func:`port_bursts` bursts not
+    yet granted (4 one-line bursts: the LineGenerator's two-entry request queue and two-entry
+    line queue), so on a busy memory, when the last beat's line is granted, the port already
+    holds that many bursts past it: ``spec = min(port_bursts, depth - 1, max_beats - n)``
+    speculative bursts, requested a cycle apart after the last beat's (each also waiting for
+    its credit: the beat ``depth`` before it to leave). On a busy memory they
+    take one round-robin turn each (decode attention on one 8-byte channel: four readers' 16
+    speculative lines, 10 % of the run; ``docs/perf.md`` section 2). Alone at the memory a
+    reader may ask a few more (up to ``depth - 1``) before the last beat arrives; those are
+    granted at once, and are not modelled."""
 
     slot_free = 1
 
@@ -204,15 +229,63 @@ class ReaderActor(LoadActor):
         self.data = np.arange(n)
         self.buf = comp.depth
         self.latency = comp.geometry.latency
-        self.client = mem.client(self.name, "read", n, comp.nlines)
+        self.spec = speculative_bursts(comp, n)
+        self.client = mem.client(self.name, "read", n + self.spec, comp.nlines)
         self.T = np.zeros(n, dtype=np.int64)
         self.busy_cycles = n * comp.nlines
         self.watch = [out, self.client]
+        k = n + np.arange(self.spec) - self.buf          # the beat whose credit each one waits for
+        self._credit = (k >= 0) & (k < n)
+        self._credit_of = k[self._credit]
+        self._after = np.arange(1, self.spec + 1)
 
     def _plan(self):
         super()._plan()
         self._extra = self.latency + self.tm.reader_ready
         self._closed_slots()
+
+    def _grants(self):
+        last = self.client.last
+        return last[:self.out.n] if self.spec else last
+
+    def _spec_times(self, times, P):
+        """The speculative bursts' request times after the beats' ``times``: a cycle apart
+        after the last beat's, each when its credit has returned (``P``: the beats' pushes)."""
+        a = times[-1] + self._after if len(times) else self._after + self.tm.grant_delay - 1
+        if self._credit.any() and P is not None and len(P):
+            a = a.copy()
+            a[self._credit] = np.maximum(a[self._credit], P[self._credit_of] + self.slot_free
+                                         + self.tm.grant_delay)
+        return chain(a)
+
+    def _estimate(self, times):
+        if not self.spec:
+            return self.client.estimate(times)
+        # the speculative bursts come after every beat's: they cannot hold a beat back
+        return self.client.estimate(np.concatenate([times, self._spec_times(times, None)])
+                                    )[:len(times)]
+
+    def _request(self, times, own, P):
+        if not self.spec:
+            return self.client.request(times, own)
+        full = np.concatenate([times, self._spec_times(times, P)])
+        return self.client.request(full, None if own is None else self.client.grants(full))
+
+
+def port_bursts(nlines):
+    """Bursts of ``nlines`` lines a memory port holds before they are granted
+    (:class:`~stepforge.hdl.memory.lines.LineGenerator`): its two-entry request queue and its
+    two-entry line queue (2 one-line bursts, 1 burst of 2 lines, none whole of more)."""
+    return 2 + 2 // max(int(nlines), 1)
+
+
+def speculative_bursts(comp, n):
+    """Speculative bursts a :class:`~stepforge.hdl.beat_io.BeatReader` of ``n`` beats asks
+    for past its last beat on a busy memory (:class:`ReaderActor`)."""
+    spec = min(port_bursts(comp.nlines), comp.depth - 1)
+    if comp.max_beats is not None:
+        spec = min(spec, comp.max_beats - n)
+    return max(int(spec), 0)
 
 
 class StoreActor(Actor):
