@@ -20,7 +20,11 @@ fixed point cannot iterate on, so the model grants in two passes:
    (:meth:`Memory.round_robin_order`), each line kept after every line it may depend on (a
    request whose grant, plus the fewest cycles from a grant to a request that depends on it,
    is at most its own request: the order stays legal), and the fixed point is solved again
-   from pass 1's, which lies below every order's.
+   from pass 1's, which lies below every order's. That pass moves the requests, so its order
+   may no longer be a round robin's of its own schedule: while the memory idles in a cycle
+   where a reader's line waits (:meth:`Memory.idle_while_waiting`, which no round robin
+   does), or a reader's first request still starves, the order is made again from the new
+   schedule.
 """
 
 import numpy as np
@@ -117,15 +121,46 @@ class Memory(Actor):
         self.order = np.lexsort((who, line, times))
 
     def starved(self):
-        """Whether the current grants starve a reader (a load, a host stream): its first request
-        waited more than the ``n - 1`` cycles a round robin over ``n`` clients lets a client
-        with an empty queue wait. (A starved store delays its own end, and its producer once
-        its tile queue is full; a starved load every unit after it: only loads are worth
-        another pass.)"""
+        """Whether the current grants starve a reader (a load, a host stream), which no round
+        robin does:
+
+        - its first request waited more than the ``n - 1`` cycles a round robin over ``n``
+          clients lets a client with an empty queue wait;
+        - or the memory granted nothing in a cycle while one of its lines, already requested,
+          waited (:meth:`idle_while_waiting`): a round robin grants a waiting line every cycle.
+
+        (A starved store delays its own end, and its producer once its tile queue is full; a
+        starved load every unit after it: only loads are worth another pass.)"""
         live = self.live
         n = len(live)
-        return any(int(c.last[0]) - int(c.times[0]) - (c.lines - 1) > n - 1
-                   for c in live if c.kind == "read")
+        if any(int(c.last[0]) - int(c.times[0]) - (c.lines - 1) > n - 1
+               for c in live if c.kind == "read"):
+            return True
+        return self.idle_while_waiting()
+
+    def idle_while_waiting(self):
+        """Whether the fixed order left the memory idle in a cycle while a reader's line, already
+        requested, waited for a later grant. An order is made from one schedule's requests;
+        once the fixed point moves them, a line may sit in the order behind lines that are now
+        requested after it, and wait for them while the memory idles (the host stream of
+        decode attention's addresses behind the key and value loads it feeds: ``docs/perf.md``
+        section 2, "The memory's order, made again")."""
+        live = self.live
+        if self.order is None or not live:
+            return False
+        times = np.concatenate([c.times if c.lines == 1 else np.repeat(c.times, c.lines)
+                                for c in live])
+        g = np.empty(len(times), dtype=np.int64)
+        g[self.order] = chain(times[self.order])      # every line's grant (update)
+        lo = int(times.min())
+        busy = np.zeros(int(g.max()) - lo + 1, dtype=bool)
+        busy[g - lo] = True
+        idle = np.flatnonzero(~busy) + lo
+        if not len(idle):
+            return False
+        read = np.concatenate([np.full(c.count * c.lines, c.kind == "read") for c in live])
+        # an idle cycle in [request, grant) of some reader's line
+        return bool((np.searchsorted(idle, g[read]) > np.searchsorted(idle, times[read])).any())
 
     def round_robin_order(self, grants, lag):
         """The order in which a round robin over the clients grants their lines when every
@@ -151,23 +186,34 @@ class Memory(Actor):
         order = []
         ptr = n - 1
         t = min(a[0] for a in arrive if a)
-        while len(order) < total:
-            pick = -1
-            for d in range(1, n + 1):
-                i = (ptr + d) % n
-                k = nxt[i]
-                if k < last[i] and arrive[i][k] <= t and need[i][k] <= done:
-                    pick = i
+        # each client's head line: its request time and the lines it needs granted before it
+        # (a client with no line left: never)
+        never = float("inf")
+        ha = [a[0] if a else never for a in arrive]
+        hn = [q[0] if q else never for q in need]
+        after = [[(p + d) % n for d in range(1, n + 1)] for p in range(n)]   # turns after p
+        append = order.append
+        left = total
+        while left:
+            for i in after[ptr]:
+                if ha[i] <= t and hn[i] <= done:
                     break
-            if pick < 0:
-                t = max(t + 1, min(arrive[i][nxt[i]] for i in range(n) if nxt[i] < last[i]))
+            else:
+                t = max(t + 1, min(ha))
                 continue
-            line = base[pick] + nxt[pick]
-            order.append(line)
+            k = nxt[i]
+            line = base[i] + k
+            append(line)
             done_line[line] = 1
-            nxt[pick] += 1
-            ptr = pick
+            k += 1
+            nxt[i] = k
+            if k < last[i]:
+                ha[i], hn[i] = arrive[i][k], need[i][k]
+            else:
+                ha[i] = hn[i] = never
+            ptr = i
             t += 1
+            left -= 1
             while done < total and done_line[by_grant[done]]:
                 done += 1
         return np.array(order, dtype=np.int64)

@@ -236,7 +236,9 @@ def _settle(edges, actors, mem, max_rounds=None, timing=None):
     rounds += r
     # a load that starts late waits behind the free schedule's lines (pass 3 of perf.memory):
     # the order of a round robin over this schedule's requests, solved again from the first
-    # fixed point (below every order's), until no load starves
+    # fixed point (below every order's), until no load starves. A pass moves the requests, so
+    # its order may no longer be a round robin's of its own schedule (the memory idles while a
+    # reader's line waits, Memory.idle_while_waiting): then it is made again from that schedule
     lag = _lags(mem, timing or Timing())
     for _ in range(ROUND_ROBIN_PASSES):
         if not mem.starved():
@@ -253,8 +255,10 @@ def _settle(edges, actors, mem, max_rounds=None, timing=None):
     return rounds
 
 
-#: Round-robin passes at most after the ordered one (``perf.memory``, pass 3).
-ROUND_ROBIN_PASSES = 2
+#: Round-robin passes at most after the ordered one (``perf.memory``, pass 3): each is made from
+#: the last one's schedule until no reader starves (MoE static takes 3, host-addressed decode
+#: attention on one 8-byte channel 4; ``docs/perf.md`` section 2).
+ROUND_ROBIN_PASSES = 6
 
 
 def _lags(mem, tm):

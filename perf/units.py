@@ -19,6 +19,7 @@ from ..compiler.ops.memory import Bufferize, Streamify
 from ..compiler.ops.offchip import (LinearOffChipLoad, LinearOffChipStore, RandomOffChipLoad,
                                     RandomOffChipStore)
 from ..compiler.ops.routing import Broadcast, EagerMerge, Parallelize, Partition, Reassemble
+from ..compiler.ops.shape import Expand
 from .beats import fit, mapping_in, mapping_out
 from .engine import NEG, StepSeq, _steps, same
 from .offchip import LoadActor, ReaderActor, StoreActor
@@ -114,6 +115,41 @@ def _broadcast(u, ins, outs, tm):
     out_maps = [(e, None if e.n == S else mapping_out(e.n, S), 1, depth)
                 for e in outs.values()]
     return [StepSeq(u.name, np.ones(S, dtype=np.int64), [(x, None)], out_maps)]
+
+
+class ExpandSeq(StepSeq):
+    """An Expand (:class:`~stepforge.hdl.expand.ExpandUnit`): one output beat per reference
+    beat, combinational. The repeated element is read straight from ``in0`` while it is
+    repeated, so each of its copies needs it there, the first one included; the unit takes
+    the data beat with the reference beat that ends its repetition (a stop of level ``>= b``):
+    data beat ``j`` is popped at the last step of group ``j`` and bounds its first step.
+
+    ``first``: per data beat, the step of its group's first output."""
+
+    def __init__(self, name, S, ref, x, take, first, out):
+        super().__init__(name, np.ones(S, dtype=np.int64), [(ref, None), (x, take)],
+                         [(out, None, 0, 0)])
+        self._x, self._first = x, first
+        self.extra.append(lambda: [(first, x.P + 1)])
+
+    def _stall_inputs(self):
+        # waiting for the data element at the group's first step is waiting for an input
+        a_in = super()._stall_inputs()
+        st = self._first
+        a_in[st] = np.maximum(a_in[st], self._x.P + 1)
+        return a_in
+
+
+def _expand(u, ins, outs, tm):
+    x, ref, out = ins.get("in0"), ins.get("ref"), outs.get("out")
+    S = ref.n if ref is not None else 0
+    if (x is None or out is None or type(u.component).__name__ != "ExpandUnit" or not S
+            or out.n != S or not 0 < x.n <= S):
+        return _generic(u, ins, outs, tm)
+    take = fit(ref.info.stop >= u.node.b, x.n, S)        # the step that pops each data beat
+    last = np.nonzero(take >= 0)[0]
+    first = np.concatenate([[0], last[:-1] + 1])
+    return [ExpandSeq(u.name, S, ref, x, take, first, out)]
 
 
 def _chunks(beats, b):
@@ -335,6 +371,8 @@ def build_unit(u, ins, outs, tm, mem, pmus):
         return _eager_merge(u, ins, outs, tm)
     if isinstance(node, Parallelize):
         return _parallelize(u, ins, outs, tm)
+    if isinstance(node, Expand):
+        return _expand(u, ins, outs, tm)
     if isinstance(node, Input):
         return [ReaderActor(u, outs["out"], mem, tm)]
     if isinstance(node, Output):
