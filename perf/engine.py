@@ -605,7 +605,7 @@ def _steps(name, edge, idx, S):
     return steps
 
 
-def solve(actors, max_rounds=None, backwards=True, exchange=True):
+def solve(actors, max_rounds=None, backwards=True, exchange=True, feeders=None):
     """Iterate ``actors`` to their least fixed point; return the rounds it took, or None when
     the schedule does not settle (a deadlock: some beat waits on itself).
 
@@ -621,13 +621,16 @@ def solve(actors, max_rounds=None, backwards=True, exchange=True):
     ``exchange``: an actor that changed is updated again at once with the producers of its
     depth-1 input FIFOs, back and forth until neither moves. Through a single entry, a producer
     pushes beat ``j`` only after the consumer popped beat ``j - 1``: when that binds, each
-    exchange settles one more beat, where a round of the whole graph settled one."""
+    exchange settles one more beat, where a round of the whole graph settled one.
+
+    ``feeders``: :func:`feeders` of ``actors``, when the caller solves the same actors more
+    than once (they follow from the graph alone)."""
     max_rounds = max_rounds or 8 * len(actors) + 40
     watching(actors)
     n = len(actors)
     order = [actors[i] for i in list(range(n)) + (list(range(n - 2, 0, -1)) if backwards
                                                    else [])]
-    feeders = _feeders(actors) if exchange else {}
+    feeders = {} if not exchange else _feeders(actors) if feeders is None else feeders
 
     def step(a):
         """Update actor ``a`` unless nothing it watches changed; whether it changed."""
@@ -661,6 +664,11 @@ def watching(actors):
                 if a not in o._w:
                     o._w = o._w + (a,)
             a._dirty = True
+
+
+def feeders(actors):
+    """What :func:`solve` exchanges with (:func:`_feeders`), to pass to it again."""
+    return _feeders(actors)
 
 
 def _feeders(actors):

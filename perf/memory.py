@@ -33,6 +33,10 @@ from .engine import Actor, Watched, chain, same
 
 __all__ = ["Memory", "MemoryClient"]
 
+#: Lines of the first chunk the round-robin arbiter grants without checking the dependencies
+#: (:meth:`Memory.round_robin_order`; each next chunk twice as long).
+SPECULATE = 256
+
 
 class _Requests(Watched):
     """A client's request times, as the memory watches them."""
@@ -94,6 +98,7 @@ class Memory(Actor):
         self.watch = []
         self.order = None
         self.live = []
+        self._kept = None           # Memory._lines
 
     def client(self, name, kind, count, lines):
         c = MemoryClient(self, name, kind, count, lines)
@@ -148,19 +153,19 @@ class Memory(Actor):
         live = self.live
         if self.order is None or not live:
             return False
-        times = np.concatenate([c.times if c.lines == 1 else np.repeat(c.times, c.lines)
-                                for c in live])
-        g = np.empty(len(times), dtype=np.int64)
-        g[self.order] = chain(times[self.order])      # every line's grant (update)
+        times, g = self._lines()                      # every line's grant (update)
         lo = int(times.min())
-        busy = np.zeros(int(g.max()) - lo + 1, dtype=bool)
+        span = int(g.max()) - lo + 1
+        busy = np.zeros(span, dtype=bool)
         busy[g - lo] = True
-        idle = np.flatnonzero(~busy) + lo
-        if not len(idle):
-            return False
-        read = np.concatenate([np.full(c.count * c.lines, c.kind == "read") for c in live])
+        # before[x - lo]: the idle cycles in [lo, x)
+        before = np.zeros(span + 1, dtype=np.int64)
+        np.cumsum(~busy, out=before[1:])
+        if not all(c.kind == "read" for c in live):
+            read = np.concatenate([np.full(c.count * c.lines, c.kind == "read") for c in live])
+            times, g = times[read], g[read]
         # an idle cycle in [request, grant) of some reader's line
-        return bool((np.searchsorted(idle, g[read]) > np.searchsorted(idle, times[read])).any())
+        return bool((before[g - lo] > before[times - lo]).any())
 
     def round_robin_order(self, grants, lag):
         """The order in which a round robin over the clients grants their lines when every
@@ -168,32 +173,83 @@ class Memory(Actor):
         :meth:`set_order`'s. ``grants``: per client, the grant of each request's last line in
         a schedule of these requests; ``lag``: per client, the fewest cycles from one of its
         grants to a request that depends on it. A line goes after the lines of every request
-        whose grant plus lag is at most its own request time: what it may depend on."""
+        whose grant plus lag is at most its own request time: what it may depend on.
+
+        The arbiter runs cycle by cycle in Python, first without the dependencies: in chunks
+        of lines (:data:`SPECULATE`, doubling), each checked afterwards for a line granted
+        before a line it depends on. While none is, every grant is the one the full arbiter
+        makes (the first client after the last one granted whose line is requested, and that
+        line may go); at the first chunk that has one, the full arbiter takes over from the
+        chunk's start (``docs/perf.md`` section 2, "Speed after the round-robin passes")."""
         live = self.live
         n = len(live)
-        arrive = [np.repeat(c.times, c.lines).tolist() for c in live]
+        never = float("inf")
+        arr_np = [np.repeat(c.times, c.lines) if c.lines > 1 else c.times for c in live]
         base = np.cumsum([0] + [c.count * c.lines for c in live]).tolist()
         total = base[-1]
-        granted_at = np.concatenate([np.repeat(g + d - 1, c.lines)
+        granted_at = np.concatenate([np.repeat(g + d - 1, c.lines) if c.lines > 1 else g + (d - 1)
                                      for c, g, d in zip(live, grants, lag)])
-        by_grant = np.argsort(granted_at, kind="stable").tolist()
-        ranked = np.sort(granted_at)
-        need = [np.searchsorted(ranked, a, side="left").tolist() for a in arrive]
-        done_line = bytearray(total)
-        done = 0                        # lines in grant order, all of them served
-        nxt = [0] * n
-        last = [len(a) for a in arrive]
+        by_grant = np.argsort(granted_at, kind="stable")       # the lines in grant order
+        # per line: how many lines of the grant order it depends on (a prefix of that order)
+        need_all = np.searchsorted(granted_at[by_grant], np.concatenate(arr_np), side="left")
+        # per client its lines' request times, ended by a sentinel no cycle reaches
+        arrive = [a.tolist() + [never] for a in arr_np]
         order = []
-        ptr = n - 1
-        t = min(a[0] for a in arrive if a)
-        # each client's head line: its request time and the lines it needs granted before it
-        # (a client with no line left: never)
-        never = float("inf")
-        ha = [a[0] if a else never for a in arrive]
-        hn = [q[0] if q else never for q in need]
-        after = [[(p + d) % n for d in range(1, n + 1)] for p in range(n)]   # turns after p
         append = order.append
+        nxt = [0] * n                   # each client's head line
+        ha = [a[0] for a in arrive]     # its request time (a client with no line left: never)
+        ptr = n - 1                     # the client granted last
+        t = min(ha)
+        after = [[(p + d) % n for d in range(1, n + 1)] for p in range(n)]   # turns after p
         left = total
+        pos = np.full(total, total, dtype=np.int64)     # each line's place in the order
+        done = 0                        # places in grant order, all of them served
+        size = SPECULATE
+        while left:
+            s0 = len(order)
+            kept = (t, ptr, nxt[:], ha[:], left)
+            stop = max(left - size, 0)
+            size *= 2
+            while left > stop:
+                for i in after[ptr]:
+                    if ha[i] <= t:
+                        break
+                else:
+                    t = max(t + 1, min(ha))
+                    continue
+                k = nxt[i]
+                append(base[i] + k)
+                k += 1
+                nxt[i] = k
+                ha[i] = arrive[i][k]
+                ptr = i
+                t += 1
+                left -= 1
+            s1 = len(order)
+            chunk = np.array(order[s0:], dtype=np.int64)
+            pos[chunk] = np.arange(s0, s1)
+            # the served prefix of the grant order before each grant of the chunk (it ends
+            # before place s1: s1 lines are served by then)
+            served = np.maximum.accumulate(pos[by_grant[done:s1]])
+            if (need_all[chunk] <= done + np.searchsorted(served, np.arange(s0, s1))).all():
+                done += int(np.searchsorted(served, s1))
+                continue
+            del order[s0:]              # a line went before one it depends on: start again
+            t, ptr, nxt, ha, left = kept
+            break
+        if not left:
+            return np.array(order, dtype=np.int64)
+        # the full arbiter from there: a client's head line goes if it is requested and the
+        # lines it depends on are served
+        rank = np.empty(total, dtype=np.int64)          # each line's place in grant order
+        rank[by_grant] = np.arange(total)
+        served = bytearray(total + 1)   # by place in grant order, a 0 past the end
+        if order:
+            np.frombuffer(served, dtype=np.uint8)[rank[np.array(order, dtype=np.int64)]] = 1
+        rank = rank.tolist()
+        ranks = [rank[base[i]:base[i + 1]] for i in range(n)]
+        need = [need_all[base[i]:base[i + 1]].tolist() + [never] for i in range(n)]
+        hn = [need[i][nxt[i]] for i in range(n)]
         while left:
             for i in after[ptr]:
                 if ha[i] <= t and hn[i] <= done:
@@ -202,19 +258,16 @@ class Memory(Actor):
                 t = max(t + 1, min(ha))
                 continue
             k = nxt[i]
-            line = base[i] + k
-            append(line)
-            done_line[line] = 1
+            append(base[i] + k)
+            served[ranks[i][k]] = 1
             k += 1
             nxt[i] = k
-            if k < last[i]:
-                ha[i], hn[i] = arrive[i][k], need[i][k]
-            else:
-                ha[i] = hn[i] = never
+            ha[i] = arrive[i][k]
+            hn[i] = need[i][k]
             ptr = i
             t += 1
             left -= 1
-            while done < total and done_line[by_grant[done]]:
+            while served[done]:
                 done += 1
         return np.array(order, dtype=np.int64)
 
@@ -223,11 +276,7 @@ class Memory(Actor):
         if self.order is None:
             # alone, a client sets its own grants with its requests (MemoryClient.request)
             return False
-        times = np.concatenate([c.times if c.lines == 1 else np.repeat(c.times, c.lines)
-                                for c in self.live])
-        order = self.order
-        g = np.empty(len(times), dtype=np.int64)
-        g[order] = chain(times[order])
+        times, g = self._lines()
         at = 0
         for c in self.live:
             n = c.count * c.lines
@@ -235,6 +284,23 @@ class Memory(Actor):
             changed |= self._set(c, last if c.lines == 1 else last[c.lines - 1::c.lines])
             at += n
         return changed
+
+    def _lines(self):
+        """Every line's request time and grant under the fixed order, in line order. Kept with
+        the requests and the order they came from (arrays are replaced, never written in
+        place): :meth:`idle_while_waiting` reads the last :meth:`update`'s."""
+        key = [self.order] + [c.times for c in self.live]
+        kept = self._kept
+        if kept is not None and len(kept[0]) == len(key) \
+                and all(a is b for a, b in zip(kept[0], key)):
+            return kept[1], kept[2]
+        times = np.concatenate([c.times if c.lines == 1 else np.repeat(c.times, c.lines)
+                                for c in self.live])
+        order = self.order
+        g = np.empty(len(times), dtype=np.int64)
+        g[order] = chain(times[order])
+        self._kept = (key, times, g)
+        return times, g
 
     @staticmethod
     def _set(c, last):

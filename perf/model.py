@@ -18,7 +18,7 @@ from ..compiler.ops.feedback import feedbacks
 from ..compiler.ops.memory import Bufferize, Streamify
 from ..sim.ref.interpreter import run
 from .beats import beats_of, shape_beats, static_shape
-from .engine import Edge, solve
+from .engine import Edge, feeders, same, solve
 from .framing import framing_run
 from .memory import Memory
 from .pmu import ReadSide, write_side
@@ -215,7 +215,8 @@ def _settle(edges, actors, mem, max_rounds=None, timing=None):
     in the order of that schedule, and, while a load starves, in a round robin's order of the
     last schedule's requests (:mod:`stepforge.perf.memory`, passes 1 to 3)."""
     mem.order = None
-    rounds = solve(actors, max_rounds)
+    fd = feeders(actors)        # the same in every pass
+    rounds = solve(actors, max_rounds, feeders=fd)
     if rounds is None or not any(c.count for c in mem.clients):
         return rounds
     mem.set_order()
@@ -230,7 +231,7 @@ def _settle(edges, actors, mem, max_rounds=None, timing=None):
     # requests: its entry is kept, it has just been updated with the order.
     free = _snapshot(edges, actors, mem) if ROUND_ROBIN_PASSES else None
     mem._dirty = False          # just updated
-    r = solve(actors, max_rounds)
+    r = solve(actors, max_rounds, feeders=fd)
     if r is None:
         return None
     rounds += r
@@ -240,15 +241,21 @@ def _settle(edges, actors, mem, max_rounds=None, timing=None):
     # its order may no longer be a round robin's of its own schedule (the memory idles while a
     # reader's line waits, Memory.idle_while_waiting): then it is made again from that schedule
     lag = _lags(mem, timing or Timing())
-    for _ in range(ROUND_ROBIN_PASSES):
+    for p in range(ROUND_ROBIN_PASSES):
         if not mem.starved():
             break
         order = mem.round_robin_order([c.last for c in mem.live], lag)
+        if same(order, mem.order):
+            # the pass would solve the same order from the same point again: the schedule it
+            # reaches is this one, which starves again, and so would every pass after it (each
+            # in the same rounds as the last)
+            rounds += r * (ROUND_ROBIN_PASSES - p)
+            break
         _restore(free)
         mem.order = order
         mem.update()
         mem._dirty = False
-        r = solve(actors, max_rounds)
+        r = solve(actors, max_rounds, feeders=fd)
         if r is None:
             return None
         rounds += r
