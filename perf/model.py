@@ -141,7 +141,10 @@ def run_for(hw, tensors=None, inputs=None):
     """What :func:`predict` needs of the interpreter for ``hw`` on this data: None when every
     beat follows from the shapes (:func:`needs_run` false), else the interpreter's run cut to
     the data streams (:func:`stepforge.perf.framing.framing_run`: their tokens, the values the
-    model reads, without computing the tiles nothing reads)."""
+    model reads, without computing the tiles nothing reads). A program the model does not time
+    (a cycle) raises :class:`ModelError` here, before the interpreter runs, as :func:`build`
+    does."""
+    check_modelled(hw.program)
     need = data_streams(hw)
     if not need:
         return None

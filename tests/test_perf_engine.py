@@ -25,7 +25,7 @@ import pytest
 from stepforge.compiler.lower import lower
 from stepforge.perf import Deadlock, model, needs_run, predict
 from stepforge.perf.beats import beats_of, shape_beats, static_shape
-from stepforge.perf.model import data_streams, run_for, value_streams
+from stepforge.perf.model import ModelError, data_streams, run_for, value_streams
 from stepforge.perf import engine
 from stepforge.perf.engine import StepSeq, chain, solve
 from stepforge.perf.units import RouterSeq
@@ -414,3 +414,14 @@ def test_a_round_robin_pass_whose_order_repeats_is_skipped_exactly(monkeypatch):
     monkeypatch.setattr(model, "same", lambda a, b: False)
     solved = predict(hw, ref)
     assert _schedule(skipped) == _schedule(solved) and skipped.rounds == solved.rounds
+
+
+def test_the_cut_run_refuses_a_cyclic_program_before_running_it():
+    """``run_for`` names the cycle as ``predict`` does (the interpreter's cut run of decode
+    attention's feedback dispatch raised a ``KeyError``)."""
+    program, tensors, inputs = _example("decode_attention", {"mode": "dynamic"})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        hw = lower(program)
+    with pytest.raises(ModelError, match="does not model cycles: decode_attention closes one"):
+        run_for(hw, tensors, inputs)
