@@ -243,22 +243,21 @@ class System(wiring.Component):
                         m.d.sync += counter.eq(counter + 1)
                     csr.add(f"unit.{u.name}.{what}", counter)
                 csr.add(f"unit.{u.name}.state", Cat(st.busy, st.stall_in, st.stall_out, st.error))
+                if isinstance(comps[u.name], PMU):
+                    # the most blocks its buffers held at once (its allocator's high-water mark)
+                    pmu = comps[u.name]
+                    used = Signal(range(pmu.blocks + 1), name=f"u{u.uid}_blocks_used")
+                    peak = Signal(range(pmu.blocks + 1), name=f"u{u.uid}_blocks_high_water")
+                    m.d.comb += used.eq(pmu.blocks - pmu.free_blocks)
+                    with m.If(running & (used > peak)):
+                        m.d.sync += peak.eq(used)
+                    csr.add(f"pmu.{u.name}.blocks_high_water", peak)
             if u.node.op == "Output":
                 csr.add(f"output.{u.name}.beats", comps[u.name].beats)
                 self._beats_written[u.name] = comps[u.name].beats
         for e, fifo in zip(hw.edges if sim else [], fifos):
             csr.add(f"fifo.{e.name}.high_water", fifo.high_water)
             csr.add(f"fifo.{e.name}.level", fifo.level)
-        for u in owners if sim else []:
-            comp = comps[u.name]
-            if isinstance(comp, PMU):
-                # the most blocks the PMU's buffers held at once (its allocator's high-water mark)
-                used = Signal(range(comp.blocks + 1), name=f"u{u.uid}_blocks_used")
-                peak = Signal(range(comp.blocks + 1), name=f"u{u.uid}_blocks_high_water")
-                m.d.comb += used.eq(comp.blocks - comp.free_blocks)
-                with m.If(running & (used > peak)):
-                    m.d.sync += peak.eq(used)
-                csr.add(f"pmu.{u.name}.blocks_high_water", peak)
         self._csr_names = csr.names
         m.d.comb += [csr.addr.eq(self.csr_addr), self.csr_rdata.eq(csr.rdata)]
         return m
