@@ -199,7 +199,8 @@ class HardwareConfig:
         """The ECP5-85F (ULX3S, OrangeCrab): 4x4 int16 tiles, 16 of its 156 MULT18X18D per PCU.
 
         Memory is two channels of 8 bytes per cycle in block RAM (``DP16KD``) with a latency of
-        5 cycles (the memory's pipeline with lanes of several block RAM banks); the clock target
+        6 cycles (the memory's pipeline with lanes of several block RAM banks: an input stage in
+        front of the blocks and a bank multiplexer behind them); the clock target
         is 50 MHz (generated GEMV and GEMM place and route at about 95-115 MHz).
 
         Returns
@@ -208,5 +209,5 @@ class HardwareConfig:
         """
         return cls(tile_rows=4, tile_cols=4, dtype=int16, acc_dtype=int32,
                    pcu_lanes=4, pcu_multipliers=16, fifo_depth=2,
-                   mem_channels=2, mem_bytes_per_channel=8, mem_latency=5,
+                   mem_channels=2, mem_bytes_per_channel=8, mem_latency=6,
                    clock_hz=50_000_000, family="ecp5")

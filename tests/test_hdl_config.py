@@ -20,9 +20,10 @@ def test_presets():
                                                                          "ice40")
     assert HardwareConfig.ice40_up5k(int8).dtype == int8
     ecp5 = HardwareConfig.ecp5_85f()
-    # latency 5: lanes of several DP16KD banks add a cycle to the memory's pipeline
+    # latency 6: lanes of several DP16KD banks add two cycles to the memory's pipeline (their
+    # input stage and their bank multiplexer)
     assert (ecp5.tile_rows, ecp5.tile_cols, ecp5.dtype, ecp5.pcu_multipliers,
-            ecp5.mem_channels, ecp5.mem_latency, ecp5.family) == (4, 4, int16, 16, 2, 5, "ecp5")
+            ecp5.mem_channels, ecp5.mem_latency, ecp5.family) == (4, 4, int16, 16, 2, 6, "ecp5")
     assert HardwareConfig.sim().family is None
     with pytest.raises(ValueError, match="supports int8 and int16 tiles, not bf16"):
         HardwareConfig.ice40_up5k(bf16)

@@ -261,11 +261,11 @@ def test_geometry_of_the_presets():
     assert (g.word_bytes, g.lanes, g.line_bytes, g.size_words, g.rows) == (8, 8, 64, 512, 64)
     assert (g.addr_bits, g.lane_bits, g.latency, g.lines(17)) == (9, 3, 4, 3)
     # iCE40 UP5K: 4 channels x 2 B of 2-byte words (2x2 int16 tiles), latency 4; ECP5: 2 x 8 B
-    # of 8-byte words, latency 5 (room for banked lanes)
+    # of 8-byte words, latency 6 (room for banked lanes)
     g = MemoryGeometry.from_config(HardwareConfig.ice40_up5k(), 1000)
     assert (g.word_bytes, g.lanes, g.line_bytes, g.size_words, g.latency) == (2, 4, 8, 500, 4)
     g = MemoryGeometry.from_config(HardwareConfig.ecp5_85f(), 1024)
-    assert (g.word_bytes, g.lanes, g.line_bytes, g.latency) == (8, 2, 16, 5)
+    assert (g.word_bytes, g.lanes, g.line_bytes, g.latency) == (8, 2, 16, 6)
     with pytest.raises(ValueError, match="does not divide"):
         MemoryGeometry.from_config(HardwareConfig.sim(), 1024, word_bytes=3)
     with pytest.raises(ValueError, match="whole number"):
@@ -396,9 +396,9 @@ def test_for_clients_builds_a_port_per_client_in_order():
 @pytest.mark.parametrize("make, error, message", [
     (lambda: MemoryModel(config(latency=3), 64, read_ports=[(1, 1, 0)]), ValueError,
      "MemoryModel latency must be >= 4 (its pipeline, with lanes of 1 block RAM bank(s)), not 3"),
-    (lambda: MemoryModel(config(latency=4, family="ecp5"), BANKED_ROWS * 64,
+    (lambda: MemoryModel(config(latency=5, family="ecp5"), BANKED_ROWS * 64,
                          read_ports=[(1, 1, 0)]), ValueError,
-     "MemoryModel latency must be >= 5 (its pipeline, with lanes of 2 block RAM bank(s)), not 4"),
+     "MemoryModel latency must be >= 6 (its pipeline, with lanes of 2 block RAM bank(s)), not 5"),
     (lambda: MemoryModel(config(channels=3), 64, read_ports=[(1, 1, 0)]), ValueError,
      "the memory's lanes must be a power of two, not 6 (3 channels x 16 B / 8 B words)"),
     (lambda: MemoryModel(config(), 64, read_ports=[(1, 1)]), ValueError,
@@ -502,13 +502,13 @@ def test_random_bursts_match_a_flat_memory(case, seed, valid_p, stall_p, nr, nw,
     random_bursts(*case, seed, valid_p, stall_p, nr, nw, with_debug)
 
 
-@pytest.mark.parametrize("seed, latency", [(1, LAT + 1), (2, LAT + 1), (3, LAT + 2)])
+@pytest.mark.parametrize("seed, latency", [(1, LAT + 2), (2, LAT + 2), (3, LAT + 3)])
 def test_random_bursts_on_banked_lanes(seed, latency):
-    # ECP5 lanes of 2,100 rows are two DP16KD banks deep (a pipeline cycle more): bursts and
+    # ECP5 lanes of 2,100 rows are two DP16KD banks deep (two pipeline cycles more): bursts and
     # debug accesses anywhere in the memory, across the banks
     model = random_bursts(2, 8, 8, latency, seed, 0.7, 0.3, 2, 2, True, family="ecp5",
                           size_words=2 * BANKED_ROWS)
-    assert model.organization.banks == 2 and model.pipeline_latency == LAT + 1
+    assert model.organization.banks == 2 and model.pipeline_latency == LAT + 2
 
 
 @pytest.mark.parametrize("count, rows, stride", [(1, 4, 4), (1, 4, 2), (2, 3, 3), (3, 3, 8),
@@ -531,7 +531,7 @@ def test_strided_bursts_take_one_line_per_cycle(count, rows, stride):
 
 @pytest.mark.parametrize("latency, family, rows", [
     (LAT, None, 32), (LAT + 1, None, 32), (LAT + 4, None, 32),
-    (LAT + 1, "ecp5", BANKED_ROWS), (LAT + 3, "ecp5", BANKED_ROWS)])
+    (LAT + 2, "ecp5", BANKED_ROWS), (LAT + 3, "ecp5", BANKED_ROWS)])
 def test_latency_and_peak_bandwidth(latency, family, rows):
     init = bytes((7 * i + i // 256) % 256 for i in range(rows * 64))
     model = MemoryModel(config(4, 16, latency, family=family), rows * 64, init,

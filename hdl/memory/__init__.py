@@ -51,11 +51,12 @@ Every stage is registered, so no path runs from a client through the arbiter to 
 2. **Grant** (:class:`~stepforge.hdl.memory.arbiter.RoundRobin`): one line per cycle, round robin
    over the clients with a line ready (and, for a writer, its data), into the stage-S register.
 3. **Storage**: the lanes read or write their rows; a read is registered in the block RAM and
-   once more in flip-flops fed straight by it (two cycles; three for a lane of several block
-   RAM banks, whose outputs are multiplexed in a cycle of their own).
+   once more in flip-flops fed straight by it (two cycles; four for a lane of several block
+   RAM banks, whose row, data and per-bank write enables wait a cycle in registers in front of
+   the blocks and whose outputs are multiplexed in a cycle of their own).
 4. **Gather**: each response word selects its lane, into the response register.
 
-``mem_latency`` (at least :data:`PIPELINE_LATENCY` = 4, or 5 with banked lanes) is the cycles
+``mem_latency`` (at least :data:`PIPELINE_LATENCY` = 4, or 6 with banked lanes) is the cycles
 from grant to response;
 a larger value adds register stages after the gather (a DRAM-like latency for simulation).
 ``stall`` blocks every grant in a cycle (tests drive it at random to model contention).

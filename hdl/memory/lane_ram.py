@@ -26,8 +26,11 @@ class LaneOrganization:
     ``ceil(width / slice)`` wide. The last bank may be organized differently, ``tail_slice``
     bits wide and ``tail_rows <= rows`` deep (by default as the others): it holds only the rows
     past the full banks. ``latency`` is the lane's read latency: 2 (the block RAM's register,
-    then one flip-flop fed straight by it) for one bank; 3 for several (each bank's output in a
-    flip-flop, then the bank multiplexer into the output register), so no logic ever follows a
+    then one flip-flop fed straight by it) for one bank; 4 for several: an input stage (the row,
+    the data and each bank's decoded write enable in registers, so the memory's stage S drives a
+    lane's registers instead of every block's write enable through the bank decoder: 168
+    ``DP16KD`` at SwiGLU I=256, a 12.5 ns path), the block RAM, each bank's output in a
+    flip-flop, then the bank multiplexer into the output register. No logic ever follows a
     block RAM's slow output (5.8 ns on ECP5 speed 6) in the same cycle.
     """
     slice: int
@@ -43,7 +46,12 @@ class LaneOrganization:
 
     @property
     def latency(self):
-        return 2 if self.banks == 1 else 3
+        return 2 if self.banks == 1 else 2 + self.input_stages + 1
+
+    @property
+    def input_stages(self):
+        """Register stages in front of the block RAMs: 1 with several banks, else 0."""
+        return 0 if self.banks == 1 else 1
 
     def blocks(self, width):
         """Block RAMs of a lane ``width`` bits wide."""
@@ -51,7 +59,8 @@ class LaneOrganization:
                 + -(-width // self.last[0]))
 
 
-#: The lane module's ports and address split, the same in both of its forms.
+#: The lane module's ports, address split and (with several banks) input stage, the same in both
+#: of its forms; ``{stage_init}`` is the input registers' initial block, if any.
 _HEADER = "module " + LANE_RAM_MODULE + """ #(parameter WIDTH = 64, parameter DEPTH = 16, parameter AW = 4,
                            parameter SLICE = 64, parameter ROWS = 16, parameter BANKS = 1,
                            parameter TSLICE = SLICE, parameter TROWS = ROWS) (
@@ -60,12 +69,29 @@ _HEADER = "module " + LANE_RAM_MODULE + """ #(parameter WIDTH = 64, parameter DE
   localparam BB = BANKS > 1 ? $clog2(BANKS) : 1;
   wire [RB-1:0] row;
   wire [BB-1:0] bank;
+  wire [WIDTH-1:0] wdata_in;
+  wire [BANKS-1:0] bank_wes;
   generate if (BANKS > 1) begin : banked   // ROWS is a power of two
-    assign row = addr[RB-1:0];
-    assign bank = addr[AW-1:RB];
+    // stage A: the row, the data and each bank's write enable in registers, so no path fans
+    // one signal out through the bank decoder to every block of the lane in the cycle
+    reg [AW-1:0] addr_a;
+    reg [WIDTH-1:0] wdata_a;
+    reg [BANKS-1:0] we_a;{stage_init}
+    integer k;
+    always @(posedge clk) begin
+      addr_a <= addr;
+      wdata_a <= wdata;
+      for (k = 0; k < BANKS; k = k + 1) we_a[k] <= we && addr[AW-1:RB] == k;
+    end
+    assign row = addr_a[RB-1:0];
+    assign bank = addr_a[AW-1:RB];
+    assign wdata_in = wdata_a;
+    assign bank_wes = we_a;
   end else begin : single
     assign row = addr;
     assign bank = 0;
+    assign wdata_in = wdata;
+    assign bank_wes = we;
   end endgenerate
 """
 
@@ -77,7 +103,7 @@ _BANK = """    localparam SL = b == BANKS - 1 ? TSLICE : SLICE;
     localparam RWB = RW > 1 ? $clog2(RW) : 1;
     wire [RWB-1:0] brow = row[RWB-1:0];
     wire [NS*SL-1:0] wpad;
-    assign wpad[WIDTH-1:0] = wdata;
+    assign wpad[WIDTH-1:0] = wdata_in;
     if (NS*SL > WIDTH) begin : pad
       assign wpad[NS*SL-1:WIDTH] = {(NS*SL-WIDTH){1'b0}};
     end
@@ -127,7 +153,9 @@ def lane_ram_verilog(zero_init=True, family=None, primitives=False):
     writes it ("no change": the memory never uses a lane's read in the cycle it writes the lane;
     ``DP16KD`` and iCE40 ``SB_SPRAM256KA`` read ports behave that way), then flip-flops fed
     straight by the block RAMs and, with several banks, the bank multiplexer into one more
-    register. Yosys maps each RAM to one block RAM.
+    register; several banks also have an input stage in front (the row, the data and one write
+    enable per bank in registers, :class:`LaneOrganization`). Yosys maps each RAM to one block
+    RAM.
 
     Amaranth writes every initial word of a ``lib.memory`` into its Verilog, so a memory of
     hundreds of kilobytes would make a Verilog file of hundreds of thousands of lines; this module
@@ -157,10 +185,12 @@ def lane_ram_verilog(zero_init=True, family=None, primitives=False):
                     "      q = {SL{1'b0}};\n")
     out_init = init("      rdata_q = {WIDTH{1'b0}};\n      bank_q = 0;\n      bank_qq = 0;\n")
     bank_init = init("      held = {WIDTH{1'b0}};\n")
+    header = _HEADER.replace("{stage_init}", init("      addr_a = 0;\n      wdata_a = 0;\n"
+                                                  "      we_a = 0;\n"))
     declare_i = "\n      integer i;" if zero_init else ""
     style = '(* ram_style = "huge" *) ' if family == "ice40" else ""
     return f"""
-{_HEADER}  wire [BANKS*WIDTH-1:0] bank_words;
+{header}  wire [BANKS*WIDTH-1:0] bank_words;
   reg [WIDTH-1:0] rdata_q;
   reg [BB-1:0] bank_q;
   reg [BB-1:0] bank_qq;{out_init}
@@ -170,7 +200,7 @@ def lane_ram_verilog(zero_init=True, family=None, primitives=False):
       {style}reg [SL-1:0] mem [0:RW-1];
       reg [SL-1:0] q;{ram_init}
       always @(posedge clk) begin
-        if (we && bank == b) mem[brow] <= wpad[s*SL +: SL];
+        if (bank_wes[b]) mem[brow] <= wpad[s*SL +: SL];
         else q <= mem[brow];
       end
       assign q_all[s*SL +: SL] = q;
@@ -210,15 +240,16 @@ def _dp16kd_lane_verilog():
     data in a cycle that writes (the "no change" of the inferred module), ``REGMODE "OUTREG"``
     registers it once more inside the block: the inferred module's first flip-flop.
     """
+    header = _HEADER.replace("{stage_init}", "")
     return f"""
-{_HEADER}  wire [BANKS*WIDTH-1:0] bank_words;
+{header}  wire [BANKS*WIDTH-1:0] bank_words;
   genvar b, s;
   generate for (b = 0; b < BANKS; b = b + 1) begin : bank_
 {_BANK}    localparam DW = SL <= 1 ? 1 : SL <= 2 ? 2 : SL <= 4 ? 4 : SL <= 9 ? 9 : 18;
     localparam SHIFT = DW == 1 ? 0 : DW == 2 ? 1 : DW == 4 ? 2 : DW == 9 ? 3 : 4;
     wire [13:0] row14 = brow;   // zero-extended
     wire [13:0] ad = row14 << SHIFT;
-    wire bank_we = we && bank == b;
+    wire bank_we = bank_wes[b];
     for (s = 0; s < NS; s = s + 1) begin : slice
       wire [17:0] di = wpad[s*SL +: SL];   // zero-extended
       wire [17:0] do_;
@@ -316,10 +347,15 @@ class LaneRAM(wiring.Component):
         m.submodules.ram = mem = Memory(self.data)
         wr = mem.write_port()
         rd = mem.read_port(domain="sync")
-        m.d.comb += [wr.addr.eq(self.addr), wr.data.eq(self.wdata), wr.en.eq(self.we),
-                     rd.addr.eq(self.addr), rd.en.eq(~self.we)]
+        addr, wdata, we = self.addr, self.wdata, self.we
+        if org.input_stages:   # the Verilog module's stage A
+            addr, wdata, we = (Signal.like(addr, name="addr_a"),
+                               Signal.like(wdata, name="wdata_a"), Signal(name="we_a"))
+            m.d.sync += [addr.eq(self.addr), wdata.eq(self.wdata), we.eq(self.we)]
+        m.d.comb += [wr.addr.eq(addr), wr.data.eq(wdata), wr.en.eq(we),
+                     rd.addr.eq(addr), rd.en.eq(~we)]
         word = rd.data
-        for k in range(1, self.latency):
+        for k in range(1 + org.input_stages, self.latency):
             nxt = Signal.like(self.rdata, name=f"rdata_stage{k}")
             m.d.sync += nxt.eq(word)
             word = nxt

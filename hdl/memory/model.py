@@ -16,7 +16,8 @@ __all__ = ["MemoryModel", "PIPELINE_LATENCY"]
 #: Cycles from a line's grant to its data on ``resp`` without added delay, for lanes of one
 #: block RAM bank: the granted line's register, the lane RAM's read (2,
 #: :class:`~stepforge.hdl.memory.lane_ram.LaneOrganization`), the gathered line's register. A
-#: lane of several banks adds one (:attr:`MemoryModel.pipeline_latency`).
+#: lane of several banks adds two, its input stage and its bank multiplexer
+#: (:attr:`MemoryModel.pipeline_latency`).
 PIPELINE_LATENCY = 4
 
 
