@@ -46,8 +46,8 @@ import numpy as np
 
 from ..compiler.types import DType, int8, int16
 
-__all__ = ["FRAC_BITS", "NAMES", "QSpec", "spec", "table", "evaluate_q", "to_real", "from_real",
-           "supports"]
+__all__ = ["FRAC_BITS", "NAMES", "QSpec", "spec", "table", "evaluate_q", "unclamped_range",
+           "to_real", "from_real", "supports"]
 
 #: Fraction bits of the fixed-point format of each integer dtype that has one.
 FRAC_BITS = {int8: 4, int16: 8}
@@ -243,6 +243,21 @@ def _rsqrt(s, x):
 
 
 _EVAL = {"exp": _exp, "silu": _silu, "rsqrt": _rsqrt}
+
+
+@lru_cache(maxsize=None)
+def unclamped_range(name, dtype):
+    """``(lowest, highest)`` value of ``name`` before the final clamp, over every input of
+    ``dtype`` (evaluated exhaustively: 65,536 values for ``int16``).
+
+    The hardware clamps only a side this range crosses: for every table today neither side is
+    ever crossed, so a lane ends in its last adder or multiplexer instead of two comparisons
+    behind it (``docs/arithmetic.md``).
+    """
+    s = spec(name, dtype)
+    x = np.arange(s.min, s.max + 1, dtype=np.int64)
+    r = _EVAL[name](s, x)
+    return int(r.min()), int(r.max())
 
 
 def evaluate_q(name, x_int, dtype):

@@ -57,11 +57,13 @@ def fixed_point_alu(m, op, dtype, x, rom, *, name, stage=None):
     With ``stage`` (a :class:`Stager`) the lane is five pipeline cuts long (:data:`CUTS`): the
     operand is registered, then the segment's ROM entry and the fraction (the multiplier's
     inputs) with what the rest needs, then the product, then the interpolated value, then the
-    rounded value (before the sign's correction or the range's selection, and the clamp). What
+    rounded value (before the sign's correction or the range's selection). What
     the rounding shift and the range's selection need is worked out from the operand's
     registers a cut after it, beside the multiplier, so no comparison or subtraction of them
     follows the interpolation: after the fourth cut one rounding adder (``exp``, ``rsqrt``: behind
-    its shifter), after the fifth a subtraction (``silu``) or a multiplexer, and the clamp.
+    its shifter), after the fifth a subtraction (``silu``) or a multiplexer. The contract's final
+    clamp is built only for a side the contract's value ever crosses
+    (:func:`~stepforge.contract.fixedpoint.unclamped_range`: none today).
 
     Parameters
     ----------
@@ -213,4 +215,9 @@ def fixed_point_alu(m, op, dtype, x, rom, *, name, stage=None):
         m.d.comb += res.eq(Mux(pos, rounded, s.max))
     else:
         raise ValueError(f"no fixed-point ALU for {op!r}")
-    return wrap(clamp(res, s.min, s.max), B)
+    # the contract's final clamp, on the sides the contract ever reaches (none, for every table
+    # today: :func:`~stepforge.contract.fixedpoint.unclamped_range`)
+    lo, hi = fixedpoint.unclamped_range(op, dtype)
+    if lo < s.min or hi > s.max:
+        res = clamp(res, s.min, s.max)
+    return wrap(res, B)
