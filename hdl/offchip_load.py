@@ -142,7 +142,6 @@ class _TileFetcher(wiring.Component):
         # not transparent to the cycle's write: a slot written in the cycle it was read is read
         # again (``stale``) rather than bypassing the write data into the read register (a
         # multiplexer per bit, 257 LUT4 for a 128-bit tile on ECP5)
-        rd = tilebuf.read_port(domain="sync")
         wr_slot = Signal(index_shape(K), name="wr_slot")
         rd_slot = Signal(index_shape(K), name="rd_slot")
         # slots fill and empty in order, so the full slots are the ``nfull`` from the head on
@@ -180,7 +179,7 @@ class _TileFetcher(wiring.Component):
         # -- output: the head beat moves into the output register -----------------------------
         # ``head_full``: the head slot's tile has arrived (``slots_full`` is not 0, registered);
         # ``stale``: the head slot was written in the cycle it was read (or, with a registered
-        # read address, another slot was read), so ``rd.data`` is not the head's tile yet and
+        # read address, another slot was read), so ``head_tile`` is not the head's tile yet and
         # the slot is read again
         head_full = Signal(name="head_full")
         stale = Signal(name="stale")
@@ -189,6 +188,7 @@ class _TileFetcher(wiring.Component):
         move = Signal(name="move")
         out_valid = Signal(name="out_valid")
         out_beat = Signal.like(out.payload, name="out_beat")
+        tile = Signal(T * g.word_bits, name="head_tile")    # the tile buffer's read (below)
         m.d.comb += [
             avail.eq(tags.o.valid & (~head.has_data | (head_full & ~stale))),
             move.eq(avail & (~out_valid | out.ready)),
@@ -199,7 +199,7 @@ class _TileFetcher(wiring.Component):
         with m.If(~out_valid | out.ready):
             m.d.sync += [
                 out_valid.eq(avail),
-                out_beat.data.eq(rd.data),      # ignored when the beat has no data
+                out_beat.data.eq(tile),         # ignored when the beat has no data
                 out_beat.has_data.eq(head.has_data),
                 out_beat.stop.eq(head.stop),
                 out_beat.last.eq(head.last),
@@ -217,7 +217,21 @@ class _TileFetcher(wiring.Component):
         # four LUTs), and the new head's tile is read in the cycle after a move (``stale``).
         # A one-line tile reads the next head slot as the move happens, one tile a cycle.
         registered_read = len(lines) > 1
-        m.d.comb += rd.addr.eq(rd_slot if registered_read else rd_next)
+        if not registered_read and getattr(platform, "family", None) == "ecp5":
+            # ECP5 (LUT RAM tile buffer): both candidates of the next head slot are read, the
+            # head's and the one after it, and the move picks one behind the read registers,
+            # so the output's handshake does not reach the LUT RAM's read address (the worst
+            # path of SwiGLU I=256's loads, 10.8 ns: the tag FIFO's head through the move into
+            # the read address). The same words in the same cycles for twice the LUT RAM.
+            rd_head = tilebuf.read_port(domain="sync")
+            rd_ahead = tilebuf.read_port(domain="sync")
+            moved_on = Signal(name="read_moved_on")
+            m.d.comb += [rd_head.addr.eq(rd_slot), rd_ahead.addr.eq(rd_after),
+                         tile.eq(Mux(moved_on, rd_ahead.data, rd_head.data))]
+            m.d.sync += moved_on.eq(freed)
+        else:
+            rd = tilebuf.read_port(domain="sync")
+            m.d.comb += [rd.addr.eq(rd_slot if registered_read else rd_next), tile.eq(rd.data)]
         m.d.sync += [rd_slot.eq(rd_next), nfull.eq(count_step(nfull, completes, freed))]
         with m.If(freed):
             m.d.sync += rd_after.eq(Mux(rd_after == K - 1, 0, rd_after + 1))

@@ -26,6 +26,7 @@ from stepforge.hdl.memory import (PIPELINE_LATENCY, MemoryGeometry, MemoryModel,
                                   array_from_bytes, array_to_bytes)
 from stepforge.hdl.offchip_load import LinearLoadUnit, RandomLoadUnit
 from stepforge.hdl.offchip_store import LinearStoreUnit, RandomStoreUnit
+from stepforge.hdl.platform import FamilyPlatform
 from stepforge.hdl.unit import ErrorCode
 from stepforge.sim.ref.interpreter import run as interpret
 from stepforge.sim.ref.ops_offchip import linear_load, linear_store, random_load, random_store
@@ -162,6 +163,28 @@ def test_linear_load_matches_interpreter(case, pattern):
     assert tokens_equal(run.outputs["out"], want)
     assert run.inspected["bytes_read"] == count_tiles(want) * mc.tile_bytes
     assert run.inspected["bytes_written"] == 0 and run.error == 0
+
+
+@settings(deadline=None, max_examples=15)
+@given(machines().flatmap(lambda mc: st.tuples(st.just(mc), walks(mc.ntiles))), PATTERNS)
+def test_ecp5_form_of_a_load_moves_the_same_beats_in_the_same_cycles(case, pattern):
+    # elaborated for ECP5, a load of one-line tiles reads its tile buffer at the head slot and at
+    # the one after it and picks behind the read registers: the same beats, the same status
+    # counts, the same cycles as the generic form under the same back-pressure and stalls
+    mc, (out_shape, stride, offset) = case
+    valid_p, ready_p, stall_p, seed = pattern
+    runs = []
+    for platform in (None, FamilyPlatform("ecp5")):
+        unit = LinearLoadUnit(mc.placement, out_shape, stride, offset=offset)
+        mem = mc.memory(unit)
+        runs.append(simulate_with_memory(
+            unit, mem, {}, {"out": beat_layout(mc.tile_type, len(out_shape))}, ready_p=ready_p,
+            stall_p=stall_p, stall_seed=seed, seed=seed, platform=platform))
+    generic, ecp5 = runs
+    assert generic.payloads == ecp5.payloads and generic.cycles == ecp5.cycles
+    assert generic.status_counts == ecp5.status_counts
+    assert tokens_equal(ecp5.outputs["out"], linear_load(mc.tensor, mc.tile, out_shape, stride,
+                                                         offset))
 
 
 @settings(deadline=None, max_examples=25)

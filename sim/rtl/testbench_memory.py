@@ -10,7 +10,7 @@ does that, waits for a sink's ``done``, and reads back the memory contents and t
 through the simulator's back door.
 """
 
-from amaranth.hdl import Const, Elaboratable, Module, Mux, Signal
+from amaranth.hdl import Const, Elaboratable, Fragment, Module, Mux, Signal
 from amaranth.lib import wiring
 
 from ...hdl.memory import MemoryModel, backdoor_read
@@ -34,6 +34,9 @@ class MemoryBench(Elaboratable):
         Probability (in 1/256 steps) that the memory is stalled in a cycle.
     seed : int, default 1
         LFSR seed (non-zero after masking to 16 bits).
+    platform : object, optional
+        Elaborate the units for this platform (a :class:`~stepforge.hdl.platform.FamilyPlatform`):
+        the forms a board build gives them, where those simulate (the memory stays as it is).
 
     Attributes
     ----------
@@ -43,7 +46,7 @@ class MemoryBench(Elaboratable):
         High when every unit that has a ``done`` output has it high (constantly high if none has).
     """
 
-    def __init__(self, units, memory, *, stall_p=0.0, seed=1):
+    def __init__(self, units, memory, *, stall_p=0.0, seed=1, platform=None):
         units = list(units) if isinstance(units, (list, tuple)) else [units]
         if not isinstance(memory, MemoryModel):
             raise TypeError(f"expected a MemoryModel, not {memory!r}")
@@ -57,7 +60,7 @@ class MemoryBench(Elaboratable):
                     f"build it with MemoryModel.for_clients")
         if not 0.0 <= stall_p <= 1.0:
             raise ValueError(f"stall_p must be in [0, 1], not {stall_p!r}")
-        self.units, self.memory = units, memory
+        self.units, self.memory, self.platform = units, memory, platform
         self.threshold = round(stall_p * 256)
         self.seed = (seed & 0xFFFF) or 1
         self.stall = Signal(name="bench_stall")
@@ -65,7 +68,7 @@ class MemoryBench(Elaboratable):
         self.has_done = any(hasattr(u, "done") for u in units)
 
     def __getattr__(self, name):
-        if name.startswith("_") or name in ("units", "memory"):
+        if name.startswith("_") or name in ("units", "memory", "platform"):
             raise AttributeError(name)
         for u in self.units:
             if hasattr(u, name):
@@ -78,7 +81,7 @@ class MemoryBench(Elaboratable):
         nread = nwrite = 0
         done = Const(1)
         for i, u in enumerate(self.units):
-            m.submodules[f"unit{i}"] = u
+            m.submodules[f"unit{i}"] = u if self.platform is None else _ForPlatform(u, self.platform)
             if u.mem.signature.kind == "read":
                 wiring.connect(m, u.mem, mem.read[nread])
                 nread += 1
@@ -95,8 +98,18 @@ class MemoryBench(Elaboratable):
         return m
 
 
+class _ForPlatform(Elaboratable):
+    """``unit`` elaborated for ``platform`` (its ports stay the unit's own)."""
+
+    def __init__(self, unit, platform):
+        self.unit, self.platform = unit, platform
+
+    def elaborate(self, platform):
+        return Fragment.get(self.unit, self.platform)
+
+
 def simulate_with_memory(units, memory, inputs, outputs, *, stall_p=0.0, stall_seed=1,
-                         read_back=True, **kwargs):
+                         read_back=True, platform=None, **kwargs):
     """:func:`~stepforge.sim.rtl.testbench.simulate` of ``units`` wired to ``memory``.
 
     Parameters
@@ -109,6 +122,8 @@ def simulate_with_memory(units, memory, inputs, outputs, *, stall_p=0.0, stall_s
         (``outputs`` must then be empty).
     read_back : bool, default True
         Read the whole memory after the run.
+    platform : object, optional
+        As for :class:`MemoryBench`.
 
     Returns
     -------
@@ -117,7 +132,7 @@ def simulate_with_memory(units, memory, inputs, outputs, *, stall_p=0.0, stall_s
         ``memory``: the contents as bytes from address 0, all read ``mem_latency`` cycles after
         the run's end (every line granted by then has reached the storage and the counters).
     """
-    bench = MemoryBench(units, memory, stall_p=stall_p, seed=stall_seed)
+    bench = MemoryBench(units, memory, stall_p=stall_p, seed=stall_seed, platform=platform)
     if "wait_for" not in kwargs and bench.has_done:
         if outputs:
             raise ValueError("units with a done output end the run on done; collect outputs "
