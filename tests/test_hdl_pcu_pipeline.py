@@ -29,7 +29,7 @@ from .test_hdl_pcu import (LIGHT, SEEDS, assert_accounted, assert_tokens, evalua
 from .test_tokens import ragged
 
 EXAMPLES = 20
-FAMILIES = st.sampled_from([None, "ice40"])
+FAMILIES = st.sampled_from([None, "ice40", "ecp5"])
 T16 = Tile(int16, 2, 2)
 
 
@@ -44,27 +44,28 @@ PIPELINES = {
     # matmul, silu, matmul, mul: the silu's operand and the second matmul's inputs are read
     # after the first matmul's latency, the product last (generic); on the iCE40 the matmuls
     # are deeper than the steps after them, so only the product pipelines
-    "swiglu": (F.function(swiglu), [T16] * 3, "map", {None: (2, 0, 2, 2), "ice40": (0, 0, 0, 3)}),
+    "swiglu": (F.function(swiglu), [T16] * 3, "map",
+               {None: (2, 0, 2, 2), "ice40": (0, 0, 0, 3), "ecp5": (0, 0, 0, 3)}),
     # the second product reads input b after the first's latency: it reads the port at the
     # sequencer's step and carries the values along, so both pipeline
     "scaled_mul": (F.function(lambda a, b: (a * 2) * b), [T16] * 2, "map",
-                   {None: (2, 2), "ice40": (3, 3)}),
+                   {None: (2, 2), "ice40": (3, 3), "ecp5": (3, 3)}),
     # the result holds the first product's register: a product after the second may not
     # delay the output stage past the next beat's write of it
     "pair_mul": (F.function(lambda a, b: (a * b, (a * b) * 3)), [T16] * 2, "map",
-                 {None: (2, 0, 0), "ice40": (3, 0, 0)}),
+                 {None: (2, 0, 0), "ice40": (3, 0, 0), "ecp5": (3, 0, 0)}),
     # the result holds the first matmul's register: it may not be overwritten before the
     # output stage, so the product after it does not pipeline
     "pair": (F.function(lambda a, w: (F.matmul(a, w), F.matmul(a, w) * 3)), [T16] * 2, "map",
-             {None: (2, 0, 0), "ice40": (0, 0, 0)}),
+             {None: (2, 0, 0), "ice40": (0, 0, 0), "ecp5": (0, 0, 0)}),
     # the mac reads w: the product before it may not delay it
     "mac_pre": (F.function(lambda acc, a, w: acc + F.matmul(a * 2, w)), [T16] * 2, "accum",
-                {None: (0, 2), "ice40": (0, 5)}),
+                {None: (0, 2), "ice40": (0, 5), "ecp5": (0, 4)}),
     # the accumulator read twice: not merged; the add after the mac reads it late enough
     # (generic), a split sum would read its low half a stage too early (iCE40)
     "acc_twice": (F.function(lambda acc, a, w: (acc + F.matmul(a, w)) + acc), [T16] * 2, "accum",
-                  {None: (2, 0), "ice40": (0, 0)}),
-    "scan_mac": (F.mac, [T16] * 2, "scan", {None: (2,), "ice40": (5,)}),
+                  {None: (2, 0), "ice40": (0, 0), "ecp5": (4, 0)}),
+    "scan_mac": (F.mac, [T16] * 2, "scan", {None: (2,), "ice40": (5,), "ecp5": (4,)}),
 }
 
 
@@ -76,7 +77,7 @@ def build(name, family, rank, b):
     return PCU(fn, types, rank, mode=mode, init=F.full(Tile(int32, 2, 2), -7), b=b, **kw)
 
 
-@pytest.mark.parametrize("family", [None, "ice40"])
+@pytest.mark.parametrize("family", [None, "ice40", "ecp5"])
 @pytest.mark.parametrize("name", sorted(PIPELINES))
 def test_latencies_chosen(name, family):
     """Each node is pipelined where that is safe (the latencies above), and the PCU's latency is
