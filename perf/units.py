@@ -35,7 +35,7 @@ class Timing:
     load_ready = 2          # cycles from a tile's last line on the response bus to its beat
     grant_delay = 2         # a request's first line is granted two cycles after it is accepted
     store_queue = 2         # tiles a store unit holds while their lines wait (its tile_queue)
-    pmu_start = 5           # a buffer id accepted in t gives its first beat in t + 5 (the
+    pmu_start = 4           # a buffer id accepted in t gives its first beat in t + 4 (the
                             # replay engine's command queue is one of them)
     pmu_slack = 2           # the read side's two-entry output FIFO
     router_start = 1        # a router loads its first selector element

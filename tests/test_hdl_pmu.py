@@ -593,7 +593,7 @@ def test_write_one_beat_per_cycle():
     out = res["out"]["out"]
     assert_tokens(from_beats([bt for _, bt in out]), tokens)
     assert consecutive([c for c, _ in out])                  # and leave one per cycle
-    assert out[0][0] - res["in"]["in0"][3] == 9              # closing beat -> first replayed beat
+    assert out[0][0] - res["in"]["in0"][3] == 8              # closing beat -> first replayed beat
 
 
 def test_read_one_beat_per_cycle_across_replays_and_buffers():
@@ -605,7 +605,7 @@ def test_read_one_beat_per_cycle_across_replays_and_buffers():
     out = res["out"]["out"]
     assert len(out) == 96 and consecutive([c for c, _ in out])
     assert_tokens(from_beats([bt for _, bt in out]), streamify(bufferize(tokens, 1), 1, repeat=6))
-    assert out[0][0] - res["in"]["in0"][7] == 9              # closing beat -> first replayed beat
+    assert out[0][0] - res["in"]["in0"][7] == 8              # closing beat -> first replayed beat
     assert res["out"]["fin"][0][1].data == 2
 
 

@@ -130,13 +130,10 @@ class ReplayEngine(wiring.Component):
         m.d.comb += [self.rel.valid.eq(rel_pend), self.rel.id.eq(rel_id)]
 
         # stage 1 reads the data memory, stage 2 holds the formed beat (the block RAM's output
-        # ends in a register), stage 3 holds it once more, the FIFO takes it. Stage 3 lets the
-        # placer keep stage 2 beside the block RAM: with the FIFO right behind it, stage 2 sat
-        # where the FIFO is and the block's 5.8 ns clock-to-out plus the route were 10.3 ns
-        # (SwiGLU I=256 on the ECP5). The credit is a function of a counter only: a pop frees
-        # its place in the next cycle, so five places (issue to pop is four cycles) keep one
-        # beat per cycle, and ``out.ready`` stays out of the issue logic
-        m.submodules.out_fifo = ofifo = StreamFIFO(out_layout, 5, counters=False)
+        # ends in a register), the FIFO takes it. The credit is a function of a counter only:
+        # a pop frees its place in the next cycle, so four places (issue to pop is three
+        # cycles) keep one beat per cycle, and ``out.ready`` stays out of the issue logic
+        m.submodules.out_fifo = ofifo = StreamFIFO(out_layout, 4, counters=False)
         wiring.connect(m, ofifo.o, wiring.flipped(out))
         pop = Signal(name="pop")
         m.d.comb += pop.eq(out.valid & out.ready)
@@ -148,7 +145,6 @@ class ReplayEngine(wiring.Component):
         s1_last = Signal(name="s1_last")
         s1_wstop = Signal(lw, name="s1_walk_stop")
         s2_v = Signal(name="s2_valid")
-        s3_v = Signal(name="s3_valid")
 
         final = Signal(name="final")        # e_cnt == 1, kept as a register beside the count
         credit = Signal(name="credit", init=1)
@@ -159,10 +155,10 @@ class ReplayEngine(wiring.Component):
         # through the pop into the issue, the command queue and the read address was the worst
         # iCE40 path (28 ns over 9 cells)
         # ``credit`` (a place is free) is itself a register, set from the count's next value
-        used = Signal(range(6), name="places_used")
+        used = Signal(range(5), name="places_used")
         # (and not halted: ``halt`` is folded into the same register)
         m.d.sync += [used.eq(used + issue - pop),
-                     credit.eq(below_after(used, 5, issue, pop) & ~halt)]
+                     credit.eq(below_after(used, 4, issue, pop) & ~halt)]
         bad_loaded = Signal(name="bad_loaded")  # a command loaded has failed its check (sticky)
         m.d.comb += [
             # not ``| rel.taken``: the arbiter's decision stays out of the issue logic (a release
@@ -276,13 +272,11 @@ class ReplayEngine(wiring.Component):
         with m.Else():
             m.d.comb += beat.stop.eq(s1_wstop if cfg.order is not None else self.stop_rd.data)
         s2_beat = Signal(out_layout, name="s2_beat")
-        s3_beat = Signal(out_layout, name="s3_beat")
-        m.d.sync += [s2_v.eq(s1_v), s2_beat.eq(beat), s3_v.eq(s2_v), s3_beat.eq(s2_beat)]
-        m.d.comb += [ofifo.i.payload.eq(s3_beat), ofifo.i.valid.eq(s3_v)]
+        m.d.sync += [s2_v.eq(s1_v), s2_beat.eq(beat)]
+        m.d.comb += [ofifo.i.payload.eq(s2_beat), ofifo.i.valid.eq(s2_v)]
 
         m.d.comb += [
-            self.status.busy.eq(act | cmd.valid | s1_v | s2_v | s3_v | out.valid | rel_pend
-                                | sweeping),
+            self.status.busy.eq(act | cmd.valid | s1_v | s2_v | out.valid | rel_pend | sweeping),
             self.status.stall_out.eq(out.valid & ~out.ready),
         ]
         return m
