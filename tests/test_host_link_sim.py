@@ -166,6 +166,6 @@ def test_cli_runs_gemv_on_the_simulated_icebreaker(capsys):
     code = main(["run", "examples/gemv.py", "--board", "icebreaker", "--port", "sim"])
     out = capsys.readouterr().out
     assert code == 0, out
-    assert "gemv: done after 16682 cycles on icebreaker" in out
+    assert "gemv: done after 16681 cycles on icebreaker" in out
     assert "hardware vs interpreter: bit-exact" in out and ", 0 retried" in out
     assert out.rstrip().endswith("PASS")
