@@ -41,6 +41,7 @@ from ..contract.beat import beat_signature, stop_width
 from .fifo import StreamFIFO
 from .flags import below_after, count_step, trailing_count
 from .memory import TensorPlacement, index_shape, quiet_on_error
+from .platform import platform_family
 from .ram_attrs import NO_COLLISION
 from .unit import ErrorCode, StatusSignature, check, check_int, check_ints, raise_error
 
@@ -217,7 +218,7 @@ class _TileFetcher(wiring.Component):
         # four LUTs), and the new head's tile is read in the cycle after a move (``stale``).
         # A one-line tile reads the next head slot as the move happens, one tile a cycle.
         registered_read = len(lines) > 1
-        if not registered_read and getattr(platform, "family", None) == "ecp5":
+        if not registered_read and platform_family(platform) == "ecp5":
             # ECP5 (LUT RAM tile buffer): both candidates of the next head slot are read, the
             # head's and the one after it, and the move picks one behind the read registers,
             # so the output's handshake does not reach the LUT RAM's read address (the worst

@@ -2,7 +2,13 @@
 
 from .config import FAMILIES
 
-__all__ = ["FamilyPlatform"]
+__all__ = ["FamilyPlatform", "platform_family"]
+
+
+def platform_family(platform):
+    """The ``family`` of the platform a unit is elaborated for (``"ecp5"``, ``"ice40"``, ...),
+    or None without one (the simulation target) or for a platform that has none."""
+    return getattr(platform, "family", None)
 
 
 class FamilyPlatform:

@@ -19,13 +19,13 @@ from .helpers import EXAMPLES, SMALL_DENSE, buffered_rows_program
 CASES = SMALL_DENSE + [("moe", {"T": 6, "tiling": "static"})]   # dynamic tiling: test_moe_dynamic
 
 
-def check_example(name, params, stall, config=None, compiled=None):
+def check_example(name, params, stall, config=None, compiler=None):
     pf = load(EXAMPLES / f"{name}.py")
     program = pf.build(**params)
     data = pf.data(program, seed=1)
     tensors, inputs = data["tensors"], data.get("inputs", {})
-    if compiled is not None:
-        compiled = compiled(program)
+    # ``compiler(program)``: compile_program's result for the run (to inspect its Verilog)
+    compiled = compiler(program) if compiler is not None else None
     res = run_rtl(program, tensors, inputs, stall=stall, config=config, compiled=compiled)
     assert res.status == "done", deadlock_report(res) if res.status == "deadlock" else res.status
     ref = run(program, tensors=tensors, inputs=inputs)          # the lowered program, same meaning
@@ -59,11 +59,11 @@ def test_ecp5_preset_with_banked_lanes():
     config = HardwareConfig.ecp5_85f()
     texts = []
 
-    def compiled(program):
+    def compiler(program):
         out = compile_program(program, config)
         texts.append(out[2])
         return out
-    calm = check_example("gemv", {}, stall=False, config=config, compiled=compiled)
+    calm = check_example("gemv", {}, stall=False, config=config, compiler=compiler)
     assert "BANKS(32'd2)" in texts[0] and config.mem_latency == 6
     stalled = check_example("gemv", {}, stall=True, config=config)
     assert stalled.cycles > calm.cycles

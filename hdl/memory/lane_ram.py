@@ -46,6 +46,7 @@ class LaneOrganization:
 
     @property
     def latency(self):
+        # several banks: the input stage, and the bank multiplexer's cycle
         return 2 if self.banks == 1 else 2 + self.input_stages + 1
 
     @property

@@ -4,6 +4,8 @@
 
 from amaranth.hdl import ClockSignal, Const, Instance, Mux, Signal, Value, signed
 
+from ..platform import platform_family
+
 __all__ = ["dsp_family", "pipelined_product"]
 
 
@@ -16,7 +18,7 @@ def dsp_family(platform):
     into it). ``None`` otherwise: generic Verilog, the registers next to the ``*`` (which
     ``synth_ice40 -dsp`` packs into ``SB_MAC16``, and which simulation uses).
     """
-    return "ecp5" if getattr(platform, "family", None) == "ecp5" else None
+    return "ecp5" if platform_family(platform) == "ecp5" else None
 
 
 def pipelined_product(m, a, b, width, enable, name, family=None, operand_regs=1, product_regs=1,

@@ -55,14 +55,14 @@ def fixed_point_alu(m, op, dtype, x, rom, *, name, stage=None):
     """One lane of the fixed-point ``exp``/``silu``/``rsqrt`` (``contract/fixedpoint.py``, bit exact).
 
     With ``stage`` (a :class:`Stager`) the lane is five pipeline cuts long (:data:`CUTS`): the
-    operand is registered (``silu``: with its magnitude), then the segment's ROM entry and the fraction (the multiplier's
-    inputs) with what the rest needs, then the product, then the interpolated value, then the
-    rounded value (before the sign's correction or the range's selection). What
-    the rounding shift and the range's selection need is worked out from the operand's
-    registers a cut after it, beside the multiplier, so no comparison or subtraction of them
-    follows the interpolation: after the fourth cut one rounding adder (``exp``, ``rsqrt``: behind
-    its shifter), after the fifth a subtraction (``silu``) or a multiplexer. The contract's final
-    clamp is built only for a side the contract's value ever crosses
+    operand is registered (``silu``: with its magnitude), then the segment's ROM entry and the
+    fraction (the multiplier's inputs) with what the rest needs, then the product, then the
+    interpolated value, then the rounded value (before the sign's correction or the range's
+    selection). What the rounding shift and the range's selection need is worked out from the
+    operand's registers a cut after it, beside the multiplier, so no comparison or subtraction
+    of them follows the interpolation: after the fourth cut one rounding adder (``exp``,
+    ``rsqrt``: behind its shifter), after the fifth a subtraction (``silu``) or a multiplexer.
+    The contract's final clamp is built only for a side the contract's value ever crosses
     (:func:`~stepforge.contract.fixedpoint.unclamped_range`: none today).
 
     Parameters
