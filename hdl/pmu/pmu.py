@@ -7,6 +7,7 @@ from amaranth.lib.memory import Memory
 from ..ram_attrs import NO_COLLISION
 from ..unit import merge_status
 from .controller import PlainController, RefController
+from .data_ram import DataRAM
 from .free_list import FreeList
 from .interfaces import connect_async_read
 from .params import PMUParams
@@ -114,8 +115,7 @@ class PMU(wiring.Component):
         m.d.sync += halt.eq(self.status.error)
 
         # -- memories --------------------------------------------------------------------------
-        m.submodules.data_mem = data_mem = Memory(shape=p.entry_layout(), depth=max(nentries, 2),
-                                                  init=[], attrs=NO_COLLISION)
+        m.submodules.data_mem = data_mem = DataRAM(p.entry_layout(), max(nentries, 2), k)
         m.submodules.stop_mem = stop_mem = Memory(shape=p.stop_shape(), depth=max(nentries, 2),
                                                   init=[], attrs=NO_COLLISION)
         m.submodules.desc_mem = desc_mem = Memory(shape=p.desc_layout(),
@@ -131,7 +131,7 @@ class PMU(wiring.Component):
         wiring.connect(m, wiring.flipped(self.in0), writer.in0)
         wiring.connect(m, writer.refs, wiring.flipped(self.refs))
         wiring.connect(m, writer.alloc, free_list.alloc)
-        wiring.connect(m, writer.data_wr, data_mem.write_port())
+        wiring.connect(m, writer.data_wr, data_mem.write)
         wiring.connect(m, writer.stop_wr, stop_mem.write_port())
         wiring.connect(m, writer.desc_wr, desc_mem.write_port())
         if dynamic:
@@ -153,7 +153,7 @@ class PMU(wiring.Component):
             wiring.connect(m, ctrl.cmd, eng.cmd)
             wiring.connect(m, eng.out, wiring.flipped(getattr(self, no)))
             wiring.connect(m, eng.rel, release.rel[i])
-            wiring.connect(m, eng.data_rd, data_mem.read_port())
+            wiring.connect(m, eng.data_rd, data_mem.read_port(i))
             wiring.connect(m, eng.stop_rd, stop_mem.read_port())
             connect_async_read(m, eng.desc_rd, desc_mem.read_port(domain="comb"))
             if dynamic:

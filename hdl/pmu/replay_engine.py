@@ -24,7 +24,8 @@ class ReplayEngine(wiring.Component):
     without a gap). A replay command reads the buffer's entries one per cycle (along its block
     chain, or in the read side's affine order) and closes the replay with the command's stop; a
     stop-only command sends one beat without data. The memories' synchronous read is one pipeline stage,
-    the formed beat's register a second (no logic follows the block RAM's output in its
+    the formed beat's register a second (the data memory's output register,
+    :class:`~stepforge.hdl.pmu.data_ram.DataRAM`: no logic follows a block RAM's output in its
     cycle), in front of a four-entry output FIFO, entered only with room for the beat
     (``credit``, a counter's flag: a beat taken from ``out`` frees its place a cycle later). A command that releases its buffer raises a release request after its last
     read, held until the arbiter takes it; a new command for a buffer this read side no longer
@@ -53,8 +54,11 @@ class ReplayEngine(wiring.Component):
         Release requests to the arbiter.
     desc_rd : ``Out(AsyncReadSignature(...))``
         Asynchronous read of the descriptor table (at the command's buffer).
-    data_rd, stop_rd : ``In(ReadPort.Signature(...))``
-        Synchronous reads of the data and stop memories.
+    data_rd : ``In(ReadPort.Signature(...))``
+        Read of the data memory, its word two cycles after the address
+        (:attr:`DataRAM.read_latency <stepforge.hdl.pmu.data_ram.DataRAM.read_latency>`).
+    stop_rd : ``In(ReadPort.Signature(...))``
+        Synchronous read of the stop memory (a cycle after the address).
     next_rd : ``Out(AsyncReadSignature(...))``, ``mode="dynamic"`` only
         Asynchronous read of the ``next`` table (the block after the current one).
     status : ``Out(StatusSignature)``
@@ -258,22 +262,23 @@ class ReplayEngine(wiring.Component):
                          e_last.eq(c.last)]
             m.d.comb += e_rel_n.eq(c.release)
 
-        # -- stage 1: the memory's data is here; form the beat -------------------------------
-        beat = Signal(out_layout, name="beat")
-        m.d.comb += [
-            # the data field of a beat without data is ignored (semantics section 2): the block
-            # RAM's output goes straight into stage 2, no logic after its slow clock-to-out
-            beat.data.eq(Value.cast(self.data_rd.data.data)),
-            beat.has_data.eq(s1_mem & self.data_rd.data.has_data),
-            beat.last.eq(s1_last & s1_final),
-        ]
+        # -- stage 1: the stop memory's word is here; the beat's stop and last ----------------
+        s2_mem = Signal(name="s2_from_mem")
+        s2_stop = Signal(lw, name="s2_stop")
+        s2_last = Signal(name="s2_last")
+        m.d.sync += [s2_v.eq(s1_v), s2_mem.eq(s1_mem), s2_last.eq(s1_last & s1_final)]
         with m.If(s1_final):
-            m.d.comb += beat.stop.eq(s1_L)
+            m.d.sync += s2_stop.eq(s1_L)
         with m.Else():
-            m.d.comb += beat.stop.eq(s1_wstop if cfg.order is not None else self.stop_rd.data)
+            m.d.sync += s2_stop.eq(s1_wstop if cfg.order is not None else self.stop_rd.data)
+        # -- stage 2: the data memory's word is here, out of its output register (inside the
+        # block RAM on ECP5); the data field of a beat without data is ignored (semantics
+        # section 2)
         s2_beat = Signal(out_layout, name="s2_beat")
-        m.d.sync += [s2_v.eq(s1_v), s2_beat.eq(beat)]
-        m.d.comb += [ofifo.i.payload.eq(s2_beat), ofifo.i.valid.eq(s2_v)]
+        m.d.comb += [s2_beat.data.eq(Value.cast(self.data_rd.data.data)),
+                     s2_beat.has_data.eq(s2_mem & self.data_rd.data.has_data),
+                     s2_beat.stop.eq(s2_stop), s2_beat.last.eq(s2_last),
+                     ofifo.i.payload.eq(s2_beat), ofifo.i.valid.eq(s2_v)]
 
         m.d.comb += [
             self.status.busy.eq(act | cmd.valid | s1_v | s2_v | out.valid | rel_pend | sweeping),
