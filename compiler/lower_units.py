@@ -280,6 +280,7 @@ def pcu_for_node(node, config, *, row_bound=None):
         out = node.outputs[0].dtype if node.fn.accum is not None else None
         if mode == "accum":
             kw["emit_spacing"] = max(node.fold_size or 1, 1)
+            kw["fold_bound"] = node.fold_size
         return PCU(node.fn, types, rank, mode=mode, init=node.init, b=node.b, out_type=out, **kw)
     raise TypeError(f"a PCU implements Map, Accum and Scan nodes, not {node!r}")
 

@@ -229,6 +229,68 @@ def test_the_merged_accumulator_is_held_once():
     assert len(re.findall(r"reg \[15:0\] n3_mac_m\d+_p = ", text)) == 16
 
 
+#: (dtype, (m, k, n), fold_bound, init fill, accumulator bits): int8 GEMM over K = 64 (16 beats
+#: of k = 4) reaches 64 * 2**14 = 2**20 (22 bits); a fold of 0 beats holds the init alone
+NARROW = [
+    (int8, (4, 4, 4), 16, 0, 22),
+    (int8, (2, 3, 2), 5, -(1 << 20), 22),
+    (int16, (1, 4, 4), 3, 7, 32),               # 12 * 2**30 needs 35: the full width
+    (int16, (2, 2, 2), 1, 0, 32),               # 2 * 2**30 = 2**31 needs 33
+    (int8, (2, 2, 2), 1, 0, 17),                # 2 * 2**14 = 2**15 needs 17
+    (int8, (2, 2, 2), 0, 100, 8),
+]
+
+
+@pytest.mark.parametrize("family", [None, "ice40", "ecp5"])
+@pytest.mark.parametrize("dtype, mkn, fold, fill, bits", NARROW)
+def test_narrowed_accumulator_is_exact_at_its_extremes(dtype, mkn, fold, fill, bits, family):
+    """With ``fold_bound`` a merged accumulator keeps :meth:`accumulator_bits` bits (its halves
+    on the iCE40: 16 and the rest, one at least); fibres of exactly ``fold_bound`` beats at the
+    largest sum (every operand at the minimum), the smallest (``a`` at the minimum, ``w`` at
+    the maximum) and random values are bit-exact, sign-extended to int32."""
+    m_, k, n = mkn
+    at, wt = Tile(dtype, m_, k), Tile(dtype, k, n)
+    init = F.full(Tile(int32, m_, n), fill)
+    dut = PCU(MAC, [at, wt], 2, mode="accum", init=init, b=1, multipliers=8, family=family,
+              fold_bound=fold)
+    node = next(iter(dut._nodes.values()))
+    assert node.accumulator_bits(fold, fill) == bits
+    text = vl.convert(dut, "pcu")
+    if node.split:
+        assert f"reg [15:0] acc_0_0_lo = " in text
+        hi = max(bits - 16, 1)
+        assert re.search(rf"reg (signed )?\[{hi - 1}:0\] acc_0_0_hi = " if hi > 1 else
+                         r"reg (signed )?acc_0_0_hi = ", text)
+    else:
+        assert re.search(rf"reg (signed )?\[{bits - 1}:0\] acc_0_0 = ", text)
+    rng = np.random.default_rng(fold)
+    lo, hi = dtype.min, dtype.max
+    np_t = dtype.np
+    fibres = [(np.full((m_, k), lo, np_t), np.full((k, n), lo, np_t)),
+              (np.full((m_, k), lo, np_t), np.full((k, n), hi, np_t)),
+              (np.full((m_, k), hi, np_t), np.full((k, n), lo, np_t))]
+    a = [[f[0] for _ in range(fold)] for f in fibres]
+    w = [[f[1] for _ in range(fold)] for f in fibres]
+    for _ in range(3):
+        a.append([rng.integers(lo, hi + 1, (m_, k)).astype(np_t) for _ in range(fold)])
+        w.append([rng.integers(lo, hi + 1, (k, n)).astype(np_t) for _ in range(fold)])
+    ta, tw = from_nested([a], 2), from_nested([w], 2)
+    run = run_unit(dut, [ta, tw], valid_p=0.8, ready_p=0.8, seed=fold)
+    want = accum(zip_streams([ta, tw]), folder(MAC, spread=True), arith.init_value(init), 1)
+    assert_tokens(run.outputs["out"], want)
+    assert_accounted(run, [ta, tw])
+
+
+def test_fold_bound_is_checked():
+    t = Tile(int8, 2, 2)
+    with pytest.raises(ValueError, match=r"^PCU fold_bound is for mode 'accum', not 'scan'$"):
+        PCU(MAC, [t, t], 1, mode="scan", init=F.zeros(Tile(int32, 2, 2)), fold_bound=4)
+    with pytest.raises(ValueError, match=r"^PCU fold_bound must be an int >= 0, not -1$"):
+        PCU(MAC, [t, t], 1, mode="accum", init=F.zeros(Tile(int32, 2, 2)), b=1, fold_bound=-1)
+    dut = PCU(MAC, [t, t], 1, mode="accum", init=F.zeros(Tile(int32, 2, 2)), b=1, fold_bound=4)
+    assert repr(dut).endswith(", fold_bound=4)")
+
+
 def test_ecp5_platform_instantiates_mult18x18d():
     """Elaborated for an ECP5 platform the 16 multipliers are MULT18X18D with both input
     registers and the output register inside, on CLK0/CE0 (the pipeline's enable), signed;

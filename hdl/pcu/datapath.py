@@ -89,7 +89,12 @@ class _Datapath:
                 else:
                     operands = [values[id(a)] for a in e.args]
                 keep = not (e is last and node.steps == 1)
-                extra = {"acc_init": acc_regs} if id(e) == self._merged else {}
+                extra = {}
+                if id(e) == self._merged:
+                    extra["acc_init"] = acc_regs
+                    if self.fold_bound is not None:   # (a Tile accumulator of one fill value)
+                        extra["acc_bits"] = node.accumulator_bits(self.fold_bound,
+                                                                  int(self.init.fill))
                 delay = self._delay[id(e)]
                 if node.early_inputs and delay:
                     flags = [self._sources(a, index) == {"input"} for a in e.args]

@@ -141,6 +141,13 @@ class PCU(_Plan, _Datapath, _Assign, _Retile, wiring.Component):
         guarantees (the lowering: the product of the static dimensions folded); from 2 on, a
         pipelined Accum has no output spare (**Timing**). Any stream is still computed
         correctly: closer results only cost a cycle each.
+    fold_bound : int, optional
+        Accum: the most data beats one result folds, when the input stream guarantees it (the
+        lowering: the product of the static dimensions folded). A ``mac`` that adds into the
+        accumulator itself then keeps only the bits its sums can reach from ``init`` in that
+        many beats (:meth:`~stepforge.hdl.tile_ops.MatmulNode.accumulator_bits`: 22 of 32 for
+        an int8 GEMM over K = 64), sign-extended into the result: the same values with fewer
+        adder bits and flip-flops. Default: the result's full width.
     src_loc_at : int, default 0
         As for :class:`~amaranth.lib.wiring.Component`.
 
@@ -181,7 +188,7 @@ class PCU(_Plan, _Datapath, _Assign, _Retile, wiring.Component):
 
     def __init__(self, fn, in_types, rank, *, mode="map", init=None, b=None, out_type=None,
                  lanes=4, multipliers=16, family=None, row_bound=None, emit_spacing=1,
-                 src_loc_at=0):
+                 fold_bound=None, src_loc_at=0):
         self.fn = F.as_function(fn)
         if mode not in MODES:
             raise ValueError(f"PCU mode must be one of {MODES}, not {mode!r}")
@@ -200,6 +207,11 @@ class PCU(_Plan, _Datapath, _Assign, _Retile, wiring.Component):
         self.family = family
         self.row_bound = row_bound
         self.emit_spacing = check_int("PCU", "emit_spacing", emit_spacing, 1)
+        if fold_bound is not None:
+            if mode != "accum":
+                raise ValueError(f"PCU fold_bound is for mode 'accum', not {mode!r}")
+            check_int("PCU", "fold_bound", fold_bound, 0)
+        self.fold_bound = fold_bound
         for k, t in enumerate(self.in_types):
             _check_hw_type(t, f"input in{k}")
             _check_rows(t, f"input in{k}")
@@ -279,7 +291,8 @@ class PCU(_Plan, _Datapath, _Assign, _Retile, wiring.Component):
         return (f"PCU({self.fn!r}, {list(self.in_types)!r}, {self.rank}{extra}, lanes={self.lanes}, "
                 f"multipliers={self.multipliers}"
                 f"{'' if self.family is None else f', family={self.family!r}'}"
-                f"{'' if self.emit_spacing == 1 else f', emit_spacing={self.emit_spacing}'})")
+                f"{'' if self.emit_spacing == 1 else f', emit_spacing={self.emit_spacing}'}"
+                f"{'' if self.fold_bound is None else f', fold_bound={self.fold_bound}'})")
 
     @property
     def skid(self):

@@ -97,14 +97,34 @@ class MatmulNode(_Node):
             return kk, i * N + j
         return divmod(p, M * N)
 
-    def elaborate(self, m, issue, operands, *, start, keep_reg=True, acc_init=None):
+    def accumulator_bits(self, beats, init):
+        """The bits of a running sum that starts at ``init`` and adds the products of at most
+        ``beats`` beats (``k`` to each output in a beat), at most the result's width.
+
+        Every such sum lies in ``[init + beats * k * pmin, init + beats * k * pmax]`` (``pmin``,
+        ``pmax``: the extreme products of two operands), so a register of this many bits holds
+        it exactly and its sign extension is the result's wrapping sum. Operands whose product
+        the result's width truncates get the full width.
+        """
+        W, dt = self.out_dtype.bits, self.in_dtype
+        if 2 * dt.bits > W:
+            return W
+        n = beats * self.k
+        lo, hi = init + n * dt.min * dt.max, init + n * dt.min * dt.min
+        return min(W, max(_signed_bits(lo), _signed_bits(hi)))
+
+    def elaborate(self, m, issue, operands, *, start, keep_reg=True, acc_init=None,
+                  acc_bits=None):
         """As :meth:`ElementwiseNode.elaborate`. With ``acc_init`` (``mac`` only; a tile of
         constants) the node's register is the PCU's accumulator: every sum adds to it, it
         restarts from ``acc_init`` after a step whose ``reset`` is set (and on the domain's
         reset), and a stop-only beat adds zero products (its ``a`` operands are zero), so that
         ``nxt`` is the accumulator at every beat's output stage. The accumulator operand is then
-        not read."""
+        not read. ``acc_bits`` (with ``acc_init``; :meth:`accumulator_bits`): the accumulator
+        and its adders keep that many bits, sign-extended into ``nxt``."""
         self.start = start
+        self.acc_bits = acc_bits if acc_init is not None and acc_bits is not None \
+            else self.out_dtype.bits
         self._flags = {}
         M, N, U = self.m, self.n, self.multipliers
         merged = acc_init is not None
@@ -173,9 +193,10 @@ class MatmulNode(_Node):
         start) plus the step's products, written at the last stage."""
         M, N, W = self.m, self.n, self.out_dtype.bits
         merged = acc_init is not None
+        A = self.acc_bits
         if merged:
             self.reg = HTile(self.out_dtype, [
-                [Signal(signed(W), name=f"acc_{i}_{j}", init=self._init(acc_init, i, j),
+                [Signal(signed(A), name=f"acc_{i}_{j}", init=self._init(acc_init, i, j),
                         reset_less=True) for j in range(N)] for i in range(M)])
             self.nxt = HTile.signals(self.out_dtype, M, N, f"{self.name}_n")
         else:
@@ -193,7 +214,9 @@ class MatmulNode(_Node):
                 base = Mux(self._fresh(m, stages, active[0], f"{self.name}_f{o}"),
                            self._start_value(acc, i, j), self.reg.elems[i][j])
             (total,) = terms[o]
-            total_o = Signal(signed(W), name=f"{self.name}_s{o}")
+            # (``A < W`` only for a merged accumulator: its sums fit ``A`` bits, sign-extended
+            # into ``nxt``)
+            total_o = Signal(signed(A), name=f"{self.name}_s{o}")
             m.d.comb += total_o.eq(base + total)
             if len(active) == self.steps or self.reg is None:
                 m.d.comb += self.nxt.elems[i][j].eq(total_o)
@@ -265,8 +288,10 @@ class MatmulNode(_Node):
     def _split_sum(self, m, stages, terms, acc, acc_init, h):
         """The running sums as low and high halves: the low ``h`` bits at the stage before the
         last, the high bits (plus the low half's carry, registered) at the last."""
-        M, N, W = self.m, self.n, self.out_dtype.bits
+        M, N = self.m, self.n
         merged = acc_init is not None
+        # a merged accumulator of ``acc_bits`` at most ``h`` keeps a high half of one bit
+        W = max(self.acc_bits, h + 1)
         lo_at, hi_at = stages[-2], stages[-1]
         lo_k, hi_k = len(stages) - 2, len(stages) - 1
         lo_regs, hi_regs = [], []
@@ -330,13 +355,14 @@ class MatmulNode(_Node):
                     m.d.sync += lo.eq(lo_sum[:h])
                 with m.If(hi_at.enable & self._writes(m, stages, hi_k, active, data=True)):
                     m.d.sync += hi.eq(hi_sum)
+            # (signed: a narrowed accumulator sign-extends into ``nxt``)
             if len(active) == self.steps:
-                m.d.comb += self.nxt.elems[i][j].eq(Cat(lo, hi_sum))
+                m.d.comb += self.nxt.elems[i][j].eq(Cat(lo, hi_sum).as_signed())
             else:  # the output holds in the steps that do not add to it
-                m.d.comb += self.nxt.elems[i][j].eq(Cat(lo, hi))
+                m.d.comb += self.nxt.elems[i][j].eq(Cat(lo, hi).as_signed())
                 with m.Switch(hi_at.step):
                     with m.Case(*active):
-                        m.d.comb += self.nxt.elems[i][j].eq(Cat(lo, hi_sum))
+                        m.d.comb += self.nxt.elems[i][j].eq(Cat(lo, hi_sum).as_signed())
 
     def _fresh(self, m, stages, first, name):
         """Whether the sum being written at the last of ``stages`` starts afresh: it is at step
@@ -388,3 +414,8 @@ class MatmulNode(_Node):
                 m.d.comb += s.eq(value)
             out.append(s)
         return out
+
+
+def _signed_bits(v):
+    """Bits of the two's complement of ``v``."""
+    return (v if v >= 0 else ~v).bit_length() + 1
