@@ -36,9 +36,16 @@ class DataRAM(wiring.Component):
     fabric to a flip-flop (the last path over 10 ns of SwiGLU I=256 at 100 MHz, 10.3 ns; Yosys
     never turns a following flip-flop into the block's register). Elsewhere (the simulation
     target, iCE40) a :class:`~amaranth.lib.memory.Memory` with a flip-flop after its read
-    port. Both forms have the same cycles. A read that hits the address written in the same
-    cycle returns an undefined word (the users wait out such a read:
-    :data:`~stepforge.hdl.ram_attrs.NO_COLLISION`).
+    port. Both forms have the same cycles.
+
+    A write passes a register stage first (its address, data and enable), so the writer's
+    decision ends in flip-flops instead of fanning out to every block's pins (15 ``DP16KD`` at
+    SwiGLU I=256: 12.5 ns from the write side's queue into the blocks and the writer's own
+    registers): the word is in the memory from the cycle after next. A read of an address
+    that was written in the same cycle or the one before returns an undefined word: the PMU
+    replays a buffer only after it has closed, and its first command reaches the replay's
+    read at least two cycles after the buffer's last write (the ``refs`` beat, its edge FIFO
+    and the command queue's register); see :data:`~stepforge.hdl.ram_attrs.NO_COLLISION`.
 
     Parameters
     ----------
@@ -52,7 +59,8 @@ class DataRAM(wiring.Component):
     Members
     -------
     write : ``Out(WritePort.Signature(addr_width=ceil_log2(depth), shape=shape))``
-        The word ``data`` written at ``addr`` where ``en``.
+        The word ``data`` written at ``addr`` where ``en`` (stored at the next clock edge but
+        one).
     read0, read1, ... : ``Out(ReadPort.Signature(addr_width=ceil_log2(depth), shape=shape))``
         ``data`` is the word at the ``addr`` of two cycles before, read where ``en`` was high a
         cycle after that ``addr`` (else the word before; the output register takes every cycle).
@@ -83,14 +91,19 @@ class DataRAM(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         width = len(Value.cast(self.write.data))
+        # the write stage
+        wr = WritePort.Signature(addr_width=ceil_log2(self.depth), shape=self.shape).create(
+            path=("write_q",))
+        m.d.sync += [wr.addr.eq(self.write.addr), wr.data.eq(self.write.data),
+                     wr.en.eq(self.write.en)]
         org = dp16kd_organization(width, self.depth)
         if platform_family(platform) == "ecp5" and org is not None:
             for i in range(self.readers):
-                self._dp16kd_column(m, i, width, *org)
+                self._dp16kd_column(m, i, wr, width, *org)
             return m
         m.submodules.mem = mem = Memory(shape=self.shape, depth=self.depth, init=[],
                                         attrs=NO_COLLISION)
-        wiring.connect(m, wiring.flipped(self.write), mem.write_port())
+        wiring.connect(m, wiring.flipped(wr), mem.write_port())
         for i in range(self.readers):
             port, rd = self.read_port(i), mem.read_port()
             m.d.comb += [rd.addr.eq(port.addr), rd.en.eq(port.en)]
@@ -99,12 +112,12 @@ class DataRAM(wiring.Component):
             m.d.comb += port.data.eq(word)
         return m
 
-    def _dp16kd_column(self, m, i, width, bits, blocks):
+    def _dp16kd_column(self, m, i, wr, width, bits, blocks):
         """Read port ``i`` as ``blocks`` ``DP16KD`` of ``bits`` each, wired as Yosys wires an
         inferred one (the row above the address pins that ``bits`` leaves unused; at 18 bits
         ``ADA[1:0]`` are port A's byte enables, the write enable for each 9-bit half that holds
         bits of the word)."""
-        port, wr = self.read_port(i), self.write
+        port = self.read_port(i)
         shift = {18: 4, 9: 3, 4: 2, 2: 1, 1: 0}[bits]
         wdata = Signal(blocks * bits, name=f"read{i}_wdata")
         rdata = Signal(blocks * bits, name=f"read{i}_rdata")
