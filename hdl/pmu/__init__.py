@@ -15,8 +15,10 @@ A Bufferize and the Streamify nodes that replay its buffers share storage, so on
 
 Storage
 -------
-Entries live in :class:`amaranth.lib.memory.Memory` instances organised as ``blocks`` blocks of
-``block_size`` entries: a data memory ``{data, has_data}`` and a narrow stop memory (so that a
+Entries live in two memories organised as ``blocks`` blocks of ``block_size`` entries: a data
+memory ``{data, has_data}`` (a :class:`~.data_ram.DataRAM`: a write stage, then a registered
+read and an output register, the block RAM's own on an ECP5 board build) and a narrow stop
+memory (a :class:`amaranth.lib.memory.Memory`, so that a
 stop arriving in its own beat is merged into the entry of the element it follows by rewriting
 the stop alone; stored buffers are therefore always in canonical framing). Both have one write
 port (the write side) and one synchronous read port per read side. A wide element is spread
@@ -100,6 +102,8 @@ part                                       job
                                            output FIFO, release requests, end-of-stream sweep
 :class:`~.release.ReleaseArbiter`          the pending bits, the round-robin release arbiter and
                                            the walker that returns a buffer's blocks
+:class:`~.data_ram.DataRAM`                the data memory: a write stage, reads in two cycles
+                                           (``DP16KD`` with their output register on ECP5)
 =========================================  ===================================================
 
 The interfaces between the parts are in ``interfaces.py``.
