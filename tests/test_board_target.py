@@ -89,6 +89,25 @@ def test_ecp5_board_target_instantiates_mult18x18d():
         FamilyPlatform(None)
 
 
+def test_ecp5_board_target_instantiates_the_pmu_data_memory():
+    """The PMU's data memory on an ECP5 board build: ``DP16KD`` read on port B through the
+    block's output register, one column of blocks; the simulation target infers it."""
+    from stepforge.hdl.config import HardwareConfig
+    _, program = gemv()
+    cfg = HardwareConfig.ecp5_85f()
+    from amaranth.hdl import Shape
+    from stepforge.hdl.pmu import PMU
+    from stepforge.hdl.pmu.data_ram import dp16kd_organization
+    hw, _, board = compile_program(program, cfg, target="board")
+    _, _, sim = compile_program(program, cfg)
+    # one PMU (Bufferize_0; Streamify_0 is its read side)
+    (pmu,) = [u.component for u in hw.units if isinstance(u.component, PMU) and not u.shared]
+    width = Shape.cast(pmu.params.entry_layout()).width
+    _, blocks = dp16kd_organization(width, max(pmu.blocks * pmu.block_size, 2))
+    assert board.count('.REGMODE_B("OUTREG")') == blocks * len(pmu.readers) == 2
+    assert '.REGMODE_B("OUTREG")' not in sim
+
+
 def test_fpga_lowering_refuses_tiles_moved_as_wide_beats():
     """A dynamic tile (MoE's per-expert batch, rows up to T) has no hardware tiling: the
     simulation moves it whole as one wide beat, an FPGA build refuses it and names the
