@@ -249,6 +249,7 @@ class _TileFetcher(wiring.Component):
         ]
         sent = Signal(name="request_sent")
         m.d.comb += sent.eq(reqq.o.valid & reqq.o.ready)
+        req_room = below_after(nreqs, 2, alloc, sent)      # the burst queue will have room
         m.d.sync += [inflight.eq(count_step(inflight, alloc, freed)),
                      ntags.eq(count_step(ntags, take, move)),
                      nreqs.eq(count_step(nreqs, alloc, sent)),
@@ -257,10 +258,8 @@ class _TileFetcher(wiring.Component):
                      # and the AND: SwiGLU I=256's worst ECP5 path, the output register
                      # through the move into ``data_room``, 10.7 ns over 7 cells)
                      data_room.eq(Mux(freed,
-                                      below_after(inflight, K, alloc, C(1, 1))
-                                      & below_after(nreqs, 2, alloc, sent),
-                                      below_after(inflight, K, alloc, C(0, 1))
-                                      & below_after(nreqs, 2, alloc, sent))),
+                                      below_after(inflight, K, alloc, C(1, 1)) & req_room,
+                                      below_after(inflight, K, alloc, C(0, 1)) & req_room)),
                      tag_room.eq(below_after(ntags, K + 2, take, move))]
         m.d.comb += self.busy.eq(reqq.o.valid | (inflight != 0) | tags.o.valid | out_valid)
         return m

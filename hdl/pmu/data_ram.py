@@ -92,8 +92,7 @@ class DataRAM(wiring.Component):
         m = Module()
         width = len(Value.cast(self.write.data))
         # the write stage
-        wr = WritePort.Signature(addr_width=ceil_log2(self.depth), shape=self.shape).create(
-            path=("write_q",))
+        wr = self.write.signature.create(path=("write_q",))
         m.d.sync += [wr.addr.eq(self.write.addr), wr.data.eq(self.write.data),
                      wr.en.eq(self.write.en)]
         org = dp16kd_organization(width, self.depth)

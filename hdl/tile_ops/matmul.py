@@ -191,7 +191,7 @@ class MatmulNode(_Node):
     def _sum(self, m, stages, terms, acc, acc_init, keep_reg):
         """One adder per output: the running sum (or at the output's first step of a beat its
         start) plus the step's products, written at the last stage."""
-        M, N, W = self.m, self.n, self.out_dtype.bits
+        M, N = self.m, self.n
         merged = acc_init is not None
         A = self.acc_bits
         if merged:
@@ -214,8 +214,8 @@ class MatmulNode(_Node):
                 base = Mux(self._fresh(m, stages, active[0], f"{self.name}_f{o}"),
                            self._start_value(acc, i, j), self.reg.elems[i][j])
             (total,) = terms[o]
-            # (``A < W`` only for a merged accumulator: its sums fit ``A`` bits, sign-extended
-            # into ``nxt``)
+            # (``A`` is below the result's width only for a merged accumulator: its sums fit
+            # ``A`` bits, sign-extended into ``nxt``)
             total_o = Signal(signed(A), name=f"{self.name}_s{o}")
             m.d.comb += total_o.eq(base + total)
             if len(active) == self.steps or self.reg is None:
