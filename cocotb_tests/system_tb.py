@@ -11,10 +11,11 @@ late. Driven entirely by a job file (JSON, path in ``STEPFORGE_JOB``) written by
      "watchdog": int, "stall": bool, "max_cycles": int,
      "input_latency": int, "period_ns": int,           # the shell's (1 cycle, 10 ns)
      "word_latency": int,                              # cycles from a word port read to its data
+     "word_ready": bool,                               # the word port has debug_ready (SDRAM)
      "result": "path.json"}                            # where the results go
 
 The testbench resets the design, fills the memory through the debug back door (one word per
-cycle, before the run, so Python is not in the loop of the run itself), starts the run, waits
+cycle, or with an SDRAM memory one word whenever ``debug_ready`` allows; before the run, so Python is not in the loop of the run itself), starts the run, waits
 for ``done``, ``error`` or ``deadlock`` without visiting every cycle, reads the CSRs and the
 read-back regions (one address per cycle, pipelined) and writes
 ``{"status", "run_seconds", "readback": {name: [words]}, "csrs": {name: value}}`` (``run_seconds``:
@@ -39,6 +40,35 @@ async def _write_words(dut, preload):
             dut.debug__wdata.value = w
             await RisingEdge(dut.clk)
     dut.debug__we.value = 0
+
+
+async def _word_access(dut, op, addr, value=0):
+    """One access through a word port with ``debug_ready`` (an SDRAM memory): wait for it, offer
+    the access for one cycle, and for a read wait for ``rvalid`` and return ``rdata``.
+
+    The shell registers the inputs, so the design sees the access one edge after it is written
+    and lowers ``debug_ready`` an edge later: the port is sampled again only after that."""
+    await ReadOnly()
+    while not int(dut.debug_ready.value):
+        await RisingEdge(dut.clk)
+        await ReadOnly()
+    await Timer(1, unit="ps")
+    dut.debug__addr.value = addr
+    dut.debug__wdata.value = value
+    (dut.debug__we if op == "w" else dut.debug__re).value = 1
+    await RisingEdge(dut.clk)
+    (dut.debug__we if op == "w" else dut.debug__re).value = 0
+    await RisingEdge(dut.clk)
+    await RisingEdge(dut.clk)
+    if op == "r":
+        await ReadOnly()
+        while not int(dut.debug__rvalid.value):
+            await RisingEdge(dut.clk)
+            await ReadOnly()
+        data = int(dut.debug__rdata.value)
+        await RisingEdge(dut.clk)
+        return data
+    return None
 
 
 async def _read_pipelined(dut, addr, data, addresses, latency, valid=None):
@@ -74,7 +104,13 @@ async def run_program(dut):
     await ClockCycles(dut.clk, 2)
     dut.rst.value = 0
     await RisingEdge(dut.clk)
-    await _write_words(dut, job["preload"])
+    handshake = job.get("word_ready", False)     # an SDRAM memory's word port
+    if handshake:
+        for base, words in job["preload"]:
+            for i, w in enumerate(words):
+                await _word_access(dut, "w", base + i, w)
+    else:
+        await _write_words(dut, job["preload"])
 
     dut.start.value = 1
     t0 = time.perf_counter()
@@ -95,11 +131,16 @@ async def run_program(dut):
     values = await _read_pipelined(dut, dut.csr_addr, dut.csr_rdata,
                                    [job["csrs"][n] for n in names], latency)
     result["csrs"] = dict(zip(names, values))
-    dut.debug__re.value = 1
-    for name, (base, count) in job["readback"].items():
-        result["readback"][name] = await _read_pipelined(
-            dut, dut.debug__addr, dut.debug__rdata, list(range(base, base + count)), word_latency,
-            valid=dut.debug__rvalid)
-    dut.debug__re.value = 0
+    if handshake:
+        for name, (base, count) in job["readback"].items():
+            result["readback"][name] = [await _word_access(dut, "r", base + i)
+                                        for i in range(count)]
+    else:
+        dut.debug__re.value = 1
+        for name, (base, count) in job["readback"].items():
+            result["readback"][name] = await _read_pipelined(
+                dut, dut.debug__addr, dut.debug__rdata, list(range(base, base + count)),
+                word_latency, valid=dut.debug__rvalid)
+        dut.debug__re.value = 0
     with open(job["result"], "w") as f:
         json.dump(result, f)

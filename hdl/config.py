@@ -5,10 +5,15 @@ from dataclasses import dataclass
 
 from ..compiler.types import DType, fp32, int8, int16, int32
 
-__all__ = ["HardwareConfig", "FAMILIES"]
+__all__ = ["HardwareConfig", "FAMILIES", "MEMORIES"]
 
 #: Rows of an iCE40 ``SB_SPRAM256KA`` (16 bits each).
 SPRAM_ROWS = 16384
+
+#: Where a :class:`HardwareConfig` keeps the program's tensors: ``"bram"``, the banked lanes of
+#: :class:`~stepforge.hdl.memory.MemoryModel` (on-chip block RAM on a board); ``"sdram"``, an SDRAM
+#: chip behind :class:`~stepforge.hdl.memory.sdram_memory.SDRAMMemory` (the ULX3S's 32 MB).
+MEMORIES = ("bram", "sdram")
 
 #: The FPGA families a :class:`HardwareConfig` can organize its block RAMs for.
 FAMILIES = (None, "ecp5", "ice40")
@@ -61,6 +66,12 @@ class HardwareConfig:
         depth holds (18 bits up to 1,024 rows, 9 up to 2,048, 4, 2, 1), so no multiplexer of
         block RAM outputs sits on the read path; ``"ice40"`` keeps whole words (a 16-bit lane
         maps to ``SB_SPRAM256KA``).
+    memory : {"bram", "sdram"}, default "bram"
+        Where the tensors live (:data:`MEMORIES`): ``"bram"``, the banked memory of word lanes
+        (every tensor on chip); ``"sdram"``, the board's SDRAM chip (16 bits a cycle, a latency
+        that follows its rows and refreshes; ``mem_channels * mem_bytes_per_channel`` should
+        then be 2, the chip's bytes per cycle, so the roofline and the ports' lines say what
+        the chip moves).
 
     Every parameter after ``dtype`` defaults to the value of the :meth:`sim` preset.
 
@@ -82,6 +93,7 @@ class HardwareConfig:
     mem_latency: int = 4
     clock_hz: int = 100_000_000
     family: str | None = None
+    memory: str = "bram"
 
     def __post_init__(self):
         _check_int("tile_rows", self.tile_rows, 1)
@@ -110,9 +122,37 @@ class HardwareConfig:
         _check_int("mem_bytes_per_channel", self.mem_bytes_per_channel, 1)
         _check_int("mem_latency", self.mem_latency, 0)
         _check_int("clock_hz", self.clock_hz, 1)
+        if self.memory not in MEMORIES:
+            raise ValueError(f"HardwareConfig.memory must be one of "
+                             f"{', '.join(map(repr, MEMORIES))}, not {self.memory!r}")
         if self.family not in FAMILIES:
             raise ValueError(f"HardwareConfig.family must be one of "
                              f"{', '.join(map(repr, FAMILIES))}, not {self.family!r}")
+
+    def __repr__(self):
+        # ``memory`` is shown only when it is not the default, so the repr of every config
+        # before it existed (and every cache key made from one) stays the same
+        fields = [f for f in dataclasses.fields(self)
+                  if f.name != "memory" or self.memory != "bram"]
+        return f"HardwareConfig({', '.join(f'{f.name}={getattr(self, f.name)!r}' for f in fields)})"
+
+    @classmethod
+    def ulx3s_sdram(cls):
+        """The ECP5-85F of the ULX3S with the tensors in the board's SDRAM (32 MB, 16 bits).
+
+        The units are the :meth:`ecp5_85f` preset's; the memory is
+        :class:`~stepforge.hdl.memory.sdram_memory.SDRAMMemory`, one 2-byte lane (what the chip
+        moves a cycle at best) with a nominal latency of 10 cycles (the controller's command,
+        the chip's CAS latency of 3 and the pins' registers; a row change or a refresh adds
+        more), and the clock is 100 MHz. For programs whose tensors do not fit the chip's
+        468 KB of block RAM (SwiGLU at the paper's size).
+
+        Returns
+        -------
+        HardwareConfig
+        """
+        return cls.ecp5_85f().replace(memory="sdram", mem_channels=1, mem_bytes_per_channel=2,
+                                      mem_latency=10, clock_hz=100_000_000)
 
     @property
     def tile_elems(self):

@@ -35,9 +35,26 @@ from .csr import CSRBank
 from .fifo import StreamFIFO
 from .flags import increment_split
 from .memory import DebugSignature, MemoryModel
+from .memory.sdram_memory import SDRAMMemory
+from .sdram import ULX3S_SDRAM, SDRAMChipModel, SDRAMPinSignature
 from .pmu import PMU
 
 __all__ = ["System", "TARGETS"]
+
+#: The SDRAM chip of a ``memory="sdram"`` machine (the ULX3S's).
+SDRAM_TIMING = ULX3S_SDRAM
+#: The SDRAM controller's power-up wait in the simulation target (the chip's 200 us would be
+#: 20,000 cycles of every Verilator run; the chip model is told the same).
+SIM_INIT_CYCLES = 16
+
+
+def sdram_model_words(memory_bytes):
+    """16-bit words of the simulation's SDRAM chip model for a memory of ``memory_bytes``: a
+    power of two, at least a row of every bank (the model keeps the low address bits of the
+    chip's)."""
+    words = -(-memory_bytes // 2)
+    least = SDRAM_TIMING.col_bits + SDRAM_TIMING.bank_bits
+    return 1 << max((words - 1).bit_length(), least)
 
 #: The build targets of a :class:`System` (module doc).
 TARGETS = ("sim", "board")
@@ -52,7 +69,9 @@ class System(wiring.Component):
     storage : {"amaranth", "verilog"}
         The memory's storage (:class:`~stepforge.hdl.memory.MemoryModel`): ``"verilog"`` for
         Verilator builds (append :data:`~stepforge.hdl.memory.LANE_RAM_VERILOG` to the Verilog),
-        ``"amaranth"`` for Amaranth's simulator.
+        ``"amaranth"`` for Amaranth's simulator. With ``memory="sdram"`` (simulation target)
+        it is the SDRAM chip model's (append
+        :data:`~stepforge.hdl.sdram.SDRAM_STORAGE_VERILOG` for ``"verilog"``).
     library : stepforge.sim.rtl.separate.UnitLibrary, optional
         Instantiate the units, FIFOs and memory as the library's separately compiled modules
         (their components are elaborated by the library) instead of as submodules.
@@ -70,6 +89,13 @@ class System(wiring.Component):
         the watchdog).
     debug : ``In(DebugSignature(geometry))``
         The memory's word port (the host loads and reads tensors through it).
+    debug_ready : ``Out(1)``
+        With ``memory="sdram"`` only: the word port takes an access in this cycle
+        (:class:`~stepforge.hdl.memory.sdram_memory.SDRAMMemory`; the host waits for it before
+        each access).
+    sdram : ``Out(SDRAMPinSignature)``
+        With ``memory="sdram"``, board target only: the SDRAM chip's pins (the simulation
+        target holds the chip's model, :class:`~stepforge.hdl.sdram.SDRAMChipModel`).
     csr_addr : ``In(16)``, csr_rdata : ``Out(32)``
         Read a CSR (one cycle of latency); :attr:`csr_map` gives the addresses.
     running, done, error, deadlock : ``Out(1)``
@@ -87,8 +113,12 @@ class System(wiring.Component):
         members = {"start": In(1)}
         if target == "sim":
             members.update({"stall_enable": In(1), "watchdog": In(32)})
+        members["debug"] = In(DebugSignature(g))
+        if hw.config.memory == "sdram":
+            members["debug_ready"] = Out(1)
+            if target == "board":
+                members["sdram"] = Out(SDRAMPinSignature.for_timing(SDRAM_TIMING))
         members.update({
-            "debug": In(DebugSignature(g)),
             "csr_addr": In(16),
             "csr_rdata": Out(32),
             "running": Out(1),
@@ -130,11 +160,24 @@ class System(wiring.Component):
         def bursts(clients):
             return [getattr(u.component, p).signature.shape for u, p in clients]
 
-        mem = MemoryModel(hw.config, hw.memory_bytes,
-                          read_ports=bursts(reads) or ([] if writes else [(1, 1, 0)]),
-                          write_ports=bursts(writes), word_bytes=hw.geometry.word_bytes,
-                          storage=self.storage)
-        self._add(m, "memory", mem)
+        ports = {"read_ports": bursts(reads) or ([] if writes else [(1, 1, 0)]),
+                 "write_ports": bursts(writes), "word_bytes": hw.geometry.word_bytes}
+        if hw.config.memory == "sdram":
+            mem = SDRAMMemory(hw.config, hw.memory_bytes, timing=SDRAM_TIMING,
+                              init_cycles=SIM_INIT_CYCLES if sim else None, **ports)
+            self._add(m, "memory", mem)
+            m.d.comb += self.debug_ready.eq(mem.debug_ready)
+            if sim:
+                chip = SDRAMChipModel(SDRAM_TIMING, mem.clk_hz, init_cycles=SIM_INIT_CYCLES,
+                                      depth_words=sdram_model_words(hw.memory_bytes),
+                                      storage=self.storage)
+                self._add(m, "sdram_chip", chip)
+                wiring.connect(m, mem.sdram, chip.pins)
+            else:
+                wiring.connect(m, mem.sdram, wiring.flipped(self.sdram))
+        else:
+            mem = MemoryModel(hw.config, hw.memory_bytes, storage=self.storage, **ports)
+            self._add(m, "memory", mem)
         wiring.connect(m, wiring.flipped(self.debug), mem.debug)
         self._memory = mem
 

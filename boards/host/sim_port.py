@@ -21,17 +21,21 @@ import threading
 import time
 from pathlib import Path
 
+from amaranth.hdl import Module
+from amaranth.lib import wiring
+
 from ...compiler.lower import lower
 from ...hdl.host_link import HostLinkTop
 from ...hdl.memory import lane_ram_verilog
-from ...hdl.system import System
+from ...hdl.sdram import SDRAM_STORAGE_VERILOG, SDRAMChipModel
+from ...hdl.system import SDRAM_TIMING, System, sdram_model_words
 from ...sim.rtl import verilator
 from ...sim.rtl.separate import UnitLibrary
 from ...sim.rtl.shell import shell
 from ...contract import host_protocol as hp
 from .driver import HostLink, LinkError, open_serial
 
-__all__ = ["SimBoard", "TESTBENCH", "line_rate"]
+__all__ = ["SimBoard", "TESTBENCH", "line_rate", "WithSDRAMChip"]
 
 #: The cocotb module that serves the simulated line.
 TESTBENCH = "stepforge.cocotb_tests.host_link_tb"
@@ -48,6 +52,37 @@ def line_rate(stats, payload=hp.MAX_DATA):
         line_ns = sum(data(e) * 10 * stats["bit_ns"] for e in full)
         out[cmd.name] = (len(full), line_ns / sum(e["ns"] for e in full) if full else 0.0)
     return out
+
+
+class WithSDRAMChip(wiring.Component):
+    """A board design whose ``sdram`` pins go to the chip's model (a board with an SDRAM chip,
+    in simulation): the design's other ports, under the same names.
+
+    Parameters
+    ----------
+    top : amaranth.lib.wiring.Component
+        Has an ``sdram`` port (:class:`~stepforge.hdl.sdram.SDRAMPinSignature`), e.g. a
+        :class:`~stepforge.hdl.host_link.HostLinkTop` of a ``memory="sdram"`` System.
+    chip : stepforge.hdl.sdram.SDRAMChipModel
+    """
+
+    def __init__(self, top, chip):
+        self.top, self.chip = top, chip
+        super().__init__({name: member for name, member in top.signature.members.items()
+                          if name != "sdram"})
+
+    def __repr__(self):
+        return f"WithSDRAMChip({self.top!r}, {self.chip!r})"
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.design = self.top
+        m.submodules.sdram_chip = self.chip
+        wiring.connect(m, self.top.sdram, self.chip.pins)
+        for name, member in self.signature.members.items():
+            outer, inner = getattr(self, name), getattr(self.top, name)
+            m.d.comb += (inner.eq(outer) if member.flow == wiring.In else outer.eq(inner))
+        return m
 
 
 class SimBoard:
@@ -89,7 +124,14 @@ class SimBoard:
         self.system = System(self.hw, storage="verilog", library=library, target="board")
         self.top = HostLinkTop(self.system, clock_hz=config.clock_hz, baud=self.baud,
                                timeout=self.quiet_cycles)
-        text = library.convert(self.top, "top") + lane_ram_verilog(
+        design = self.top
+        if config.memory == "sdram":     # the board's SDRAM chip, as its model
+            design = WithSDRAMChip(self.top, SDRAMChipModel(
+                SDRAM_TIMING, config.clock_hz,
+                depth_words=sdram_model_words(self.hw.memory_bytes), storage="verilog"))
+        text = library.convert(design, "top")
+        if config.memory == "sdram":
+            text += SDRAM_STORAGE_VERILOG + lane_ram_verilog(
             zero_init=True, family=config.family)
         self.compile_seconds = time.perf_counter() - t0
         t0 = time.perf_counter()

@@ -79,6 +79,10 @@ class HostBridge(wiring.Component):
         Reported by ``INFO`` (32 bits each).
     max_data : int, default 512
         Bytes of words in one ``WRITE``/``READ`` (a multiple of the word size).
+    word_ready : bool, default False
+        The word port has a ``debug_ready`` (an SDRAM memory,
+        :class:`~stepforge.hdl.memory.sdram_memory.SDRAMMemory`): each word is offered only in a
+        cycle where it is high (a ``WRITE`` then takes a cycle more per word).
 
     Members
     -------
@@ -90,6 +94,8 @@ class HostBridge(wiring.Component):
         Reply bytes.
     debug : ``Out(DebugSignature(geometry))``
         The memory's word port.
+    debug_ready : ``In(1)``
+        With ``word_ready`` only: the word port takes an access in this cycle.
     csr_addr : ``Out(16)``, csr_rdata : ``In(32)``
         The System's CSR port.
     start : ``Out(1)``
@@ -102,7 +108,7 @@ class HostBridge(wiring.Component):
     """
 
     def __init__(self, geometry, *, status_csrs, timeout, design_id=0, clock_hz=0, baud=0,
-                 max_data=hp.MAX_DATA):
+                 max_data=hp.MAX_DATA, word_ready=False):
         wb = geometry.word_bytes
         if wb & (wb - 1):
             raise ValueError(f"HostBridge needs a memory word of a power-of-two bytes, not {wb}")
@@ -121,7 +127,8 @@ class HostBridge(wiring.Component):
         self.timeout = timeout
         self.design_id, self.clock_hz, self.baud = design_id, clock_hz, baud
         self.max_data = max_data
-        super().__init__({
+        self.word_ready = bool(word_ready)
+        super().__init__({**({"debug_ready": In(1)} if word_ready else {}),
             "rx": In(stream.Signature(8)),
             "rx_error": In(1),
             "tx": Out(stream.Signature(8)),
@@ -140,7 +147,8 @@ class HostBridge(wiring.Component):
     def __repr__(self):
         return (f"HostBridge({self.geometry!r}, status_csrs={self.status_csrs!r}, "
                 f"timeout={self.timeout}, design_id={self.design_id}, clock_hz={self.clock_hz}, "
-                f"baud={self.baud}, max_data={self.max_data})")
+                f"baud={self.baud}, max_data={self.max_data}"
+                + (", word_ready=True)" if self.word_ready else ")"))
 
     @property
     def info(self):
@@ -168,6 +176,7 @@ class HostBridge(wiring.Component):
                  "CHECK", "DRAIN", "WRITE_FETCH", "WRITE_SHIFT", "WRITE_STORE", "REPLY_HEADER",
                  "REPLY_INFO", "REPLY_FLAGS", "REPLY_DATA", "REPLY_WORD", "REPLY_CSR_WAIT",
                  "REPLY_CSR", "REPLY_CRC", "REPLY_END"]
+        names += ["WRITE_READY"] if self.word_ready else []
         st = {n: Signal(init=n == "HUNT", name=f"state_{n.lower()}") for n in names}
         current = []
 
@@ -370,8 +379,10 @@ class HostBridge(wiring.Component):
             m.d.sync += rd.eq(rd + 1)
         with m.If(st["WRITE_SHIFT"]):
             m.d.sync += wbyte.eq(wbyte + 1)
-        m.d.sync += [d_we.eq(st["WRITE_SHIFT"] & (wbyte == wb - 1)), d_re.eq(0), start.eq(0),
-                     sys_rst.eq(0)]
+        ready = self.debug_ready if self.word_ready else 1
+        store = (st["WRITE_READY"] & ready if self.word_ready
+                 else st["WRITE_SHIFT"] & (wbyte == wb - 1))
+        m.d.sync += [d_we.eq(store), d_re.eq(0), start.eq(0), sys_rst.eq(0)]
 
         with m.If(sr_word):
             m.d.sync += [sr[:g.word_bits].eq(self.debug.rdata), sr_left.eq(wb)]
@@ -496,9 +507,14 @@ class HostBridge(wiring.Component):
         with state("WRITE_SHIFT"):
             m.d.comb += [crc_preset.eq(1), sr_shift.eq(1)]
             with m.If(wbyte == wb - 1):
-                goto("WRITE_STORE")
+                goto("WRITE_READY" if self.word_ready else "WRITE_STORE")
             with m.Else():
                 goto("WRITE_FETCH")
+        if self.word_ready:
+            with state("WRITE_READY"):    # the word waits for the port
+                m.d.comb += crc_preset.eq(1)
+                with m.If(ready):
+                    goto("WRITE_STORE")
         with state("WRITE_STORE"):        # debug.we is high in this cycle
             m.d.comb += crc_preset.eq(1)
             with m.If(rd == pos):
@@ -535,8 +551,9 @@ class HostBridge(wiring.Component):
                 m.d.comb += [out.valid.eq(1), out.payload.eq(sr[:8]), sr_shift.eq(sent)]
             with m.Elif(items != 0):
                 with m.If(is_[C.READ]):
-                    m.d.sync += d_re.eq(1)
-                    goto("REPLY_WORD")
+                    with m.If(ready):
+                        m.d.sync += d_re.eq(1)
+                        goto("REPLY_WORD")
                 with m.Else():
                     goto("REPLY_CSR_WAIT")
             with m.Else():

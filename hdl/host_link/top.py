@@ -67,6 +67,8 @@ class HostLinkTop(wiring.Component):
         To the host (the FTDI's RXD).
     leds : ``Out(4)``
         ``running``, ``done``, ``error``, ``deadlock``.
+    sdram : ``Out(SDRAMPinSignature)``
+        A System with its tensors in SDRAM (board target): the chip's pins.
     """
 
     def __init__(self, system, *, clock_hz, baud, design_id=None, timeout=None,
@@ -80,7 +82,10 @@ class HostLinkTop(wiring.Component):
         self.design_id = design_id if design_id is not None else _design_id_of(system.hw)
         wb = system.hw.geometry.word_bytes
         self.max_data = max(wb, max_data // wb * wb)
-        super().__init__({"uart_rx": In(1, init=1), "uart_tx": Out(1, init=1), "leds": Out(4)})
+        members = {"uart_rx": In(1, init=1), "uart_tx": Out(1, init=1), "leds": Out(4)}
+        if "sdram" in system.signature.members:
+            members["sdram"] = Out(system.signature.members["sdram"].signature)
+        super().__init__(members)
 
     def __repr__(self):
         return (f"HostLinkTop({self.system!r}, clock_hz={self.clock_hz}, baud={self.baud}, "
@@ -110,7 +115,8 @@ class HostLinkTop(wiring.Component):
         m.submodules.bridge = bridge = HostBridge(
             sysm.hw.geometry, status_csrs=(csrs["cycles"], csrs["error_unit"], csrs["error_code"]),
             timeout=self.timeout, design_id=self.design_id, clock_hz=self.clock_hz,
-            baud=self.baud, max_data=self.max_data)
+            baud=self.baud, max_data=self.max_data,
+            word_ready="debug_ready" in sysm.signature.members)
 
         wiring.connect(m, rx.o, bridge.rx)
         m.d.comb += [
@@ -129,6 +135,10 @@ class HostLinkTop(wiring.Component):
         ]
         wiring.connect(m, bridge.tx, tx.i)
         wiring.connect(m, bridge.debug, sysm.debug)
+        if bridge.word_ready:
+            m.d.comb += bridge.debug_ready.eq(sysm.debug_ready)
+        if "sdram" in self.signature.members:
+            wiring.connect(m, sysm.sdram, wiring.flipped(self.sdram))
         leds = Signal(4, name="leds_reg")
         m.d.sync += leds.eq(Cat(sysm.running, sysm.done, sysm.error, sysm.deadlock))
         m.d.comb += self.leds.eq(leds)

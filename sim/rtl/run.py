@@ -27,6 +27,7 @@ from ...contract.values import to_value
 from ...hdl.memory import (MemoryModel, array_from_bytes, array_to_bytes, lane_ram_verilog,
                            word_addresses)
 from ...hdl.platform import FamilyPlatform
+from ...hdl.sdram import SDRAM_STORAGE_VERILOG
 from ...hdl.system import System
 from ...hdl.unit import ErrorCode
 from . import verilator
@@ -107,6 +108,8 @@ def compile_program(program, config=None, *, depths=None, separate=True, unit_ca
         system = System(hw, storage="verilog", target=target)
         with gc_paused():
             text = verilator.convert(system, "top", platform=platform)
+    if hw.config.memory == "sdram" and target == "sim":   # the chip model's storage
+        text += SDRAM_STORAGE_VERILOG
     return hw, system, text + lane_ram_verilog(
         zero_init=target == "sim", family=hw.config.family,
         primitives=target == "board" and hw.config.family == "ecp5")
@@ -248,7 +251,8 @@ def run_rtl(program, tensors=None, inputs=None, *, config=None, depths=None, sta
     job = {"preload": preload, "readback": readback, "csrs": system.csr_map,
            "watchdog": watchdog, "stall": bool(stall), "max_cycles": max_cycles,
            "input_latency": sim.input_latency, "period_ns": sim.period_ns,
-           "word_latency": hw.geometry.latency + MemoryModel.word_stages, "result": str(work / "result.json")}
+           "word_latency": hw.geometry.latency + MemoryModel.word_stages,
+           "word_ready": hw.config.memory == "sdram", "result": str(work / "result.json")}
     (work / "job.json").write_text(json.dumps(job))
     t0 = time.perf_counter()
     say("simulating")
