@@ -141,8 +141,9 @@ def cmd_compile(args):
 
 def cmd_build(args):
     if args.board is not None:
-        if args.synth_flags:
-            print("error: --synth-flags applies to --device builds", file=sys.stderr)
+        if args.synth_flags or args.memory != "bram":
+            print(f"error: {'--synth-flags' if args.synth_flags else '--memory'} applies to "
+                  f"--device builds", file=sys.stderr)
             return 2
         from .boards.board_build import main_build  # deferred: Amaranth and amaranth-boards
         pf = load(args.program)
@@ -156,8 +157,9 @@ def cmd_build(args):
     try:
         report = build_program(pf.build(**_params(args)), args.device, out, seeds=args.seeds,
                                jobs=args.jobs, freq_mhz=args.freq, name=pf.name, tile=args.tile,
-                               synth_flags=args.synth_flags, wide_beats=args.wide_beats)
-    except BuildError as e:
+                               synth_flags=args.synth_flags, wide_beats=args.wide_beats,
+                               memory=args.memory)
+    except (BuildError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     print()
@@ -238,6 +240,11 @@ def main(argv=None):
                    help="with --device: options added to the synthesis command, e.g. "
                         "--synth-flags=-dff on the up5k (shallower logic; if synthesis fails "
                         "with them it runs again without)")
+    b.add_argument("--memory", choices=["bram", "sdram"], default="bram",
+                   help="with --device ecp5-85f: where the tensors live; sdram: the ULX3S's "
+                        "SDRAM chip beside the FPGA (its pins become ports of the design; for "
+                        "programs whose tensors exceed the block RAM, e.g. SwiGLU at the "
+                        "paper's size)")
     b.add_argument("--wide-beats", action="store_true",
                    help="build a program whose tiles larger than the hardware tile move whole, "
                         "one wide beat each (a dynamic tile, or a static one hierarchical "

@@ -22,11 +22,20 @@ __all__ = ["DEVICES", "device_config", "build_program", "fpga_point"]
 DEVICES = tuple(BOARD_DEVICES)
 
 
-def device_config(device, tile=None):
+def device_config(device, tile=None, memory="bram"):
     """The :class:`~stepforge.hdl.config.HardwareConfig` preset of ``device``, with the hardware
     tile ``tile = (rows, cols)`` instead of the preset's when given (e.g. ``(4, 4)`` on the UP5K:
-    a GEMV beat of 16 products keeps its 8 MAC16 busy, where the preset's 2x2 tiles use 4)."""
-    if device == "ecp5-85f":
+    a GEMV beat of 16 products keeps its 8 MAC16 busy, where the preset's 2x2 tiles use 4).
+    ``memory="sdram"`` keeps the tensors in an SDRAM chip beside the FPGA
+    (:meth:`~stepforge.hdl.config.HardwareConfig.ulx3s_sdram`, the ECP5-85F only)."""
+    if memory not in ("bram", "sdram"):
+        raise ValueError(f"memory must be 'bram' or 'sdram', not {memory!r}")
+    if memory == "sdram" and device != "ecp5-85f":
+        raise ValueError(f"memory 'sdram' is the ULX3S's chip beside an ecp5-85f, not a "
+                         f"memory of the {device}")
+    if memory == "sdram":
+        config = HardwareConfig.ulx3s_sdram()
+    elif device == "ecp5-85f":
         config = HardwareConfig.ecp5_85f()
     elif device == "up5k":
         config = HardwareConfig.ice40_up5k(int8)
@@ -36,7 +45,8 @@ def device_config(device, tile=None):
 
 
 def build_program(program, device, out_dir, *, seeds=3, jobs=2, freq_mhz=None, name=None,
-                  progress=print, pack=True, tile=None, synth_flags="", wide_beats=False):
+                  progress=print, pack=True, tile=None, synth_flags="", wide_beats=False,
+                  memory="bram"):
     """Compile ``program`` for ``device`` (board target) and build it in ``out_dir``.
 
     Returns the :class:`~stepforge.boards.BuildReport`; raises
@@ -46,9 +56,11 @@ def build_program(program, device, out_dir, *, seeds=3, jobs=2, freq_mhz=None, n
     hardware tile (:func:`device_config`); ``synth_flags`` are appended to the device's
     synthesis command (:func:`~stepforge.boards.build.build`). A program that moves tiles
     larger than the hardware tile as wide beats raises
-    :class:`~stepforge.compiler.errors.LoweringError` unless ``wide_beats``.
+    :class:`~stepforge.compiler.errors.LoweringError` unless ``wide_beats``. ``memory="sdram"``:
+    the tensors in the SDRAM chip beside the FPGA (:func:`device_config`); the chip's pins are
+    ports of the design, and its bytes are not counted against the FPGA's storage.
     """
-    config = device_config(device, tile)
+    config = device_config(device, tile, memory)
     hw, system, text = compile_program(program, config, target="board", wide_beats=wide_beats)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -59,7 +71,8 @@ def build_program(program, device, out_dir, *, seeds=3, jobs=2, freq_mhz=None, n
              + ("" if freq_mhz is not None else " (the preset's clock; --freq to change)"))
     return build(out / "top.v", device, out_dir=out, seeds=seeds, freq_mhz=freq, jobs=jobs,
                  name=name or program.name, progress=progress, pack=pack,
-                 storage_bits=hw.geometry.size_words * hw.geometry.word_bytes * 8,
+                 storage_bits=(0 if config.memory == "sdram"
+                               else hw.geometry.size_words * hw.geometry.word_bytes * 8),
                  synth_flags=synth_flags)
 
 

@@ -277,6 +277,17 @@ def test_fuzz_options(capsys, argv, message):
     assert status == 2 and message in err
 
 
+@pytest.mark.parametrize("argv,status,message", [
+    (["build", GEMV, "--device", "up5k", "--memory", "sdram"], 1,
+     "error: memory 'sdram' is the ULX3S's chip beside an ecp5-85f, not a memory of the up5k"),
+    (["build", GEMV, "--board", "icebreaker", "--memory", "sdram"], 2,
+     "error: --memory applies to --device builds"),
+])
+def test_sdram_memory_option(capsys, argv, status, message):
+    code, _, err = _run(capsys, argv)
+    assert code == status and message in err
+
+
 @pytest.mark.parametrize("argv", [[], ["nosuchcommand"], ["run"], ["run", GEMV, "--seed", "abc"],
                                   ["run", GEMV, "--level", "bogus"], ["check", GEMV, "--bogus"],
                                   ["build", GEMV], ["fuzz", "--count", "many"]])

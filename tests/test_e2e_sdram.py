@@ -29,10 +29,11 @@ def test_example_on_sdram_bit_exact_calm_and_stalled(name, params):
 
 def test_sdram_machine_moves_two_bytes_a_cycle_at_best():
     """GEMV's cycles on the SDRAM machine are bounded below by its off-chip bytes at the chip's
-    2 bytes per cycle, and come within 1.6x of that bound (rows open, refresh, turnarounds)."""
+    2 bytes per cycle, and come within 1.25x of that bound (1.125x measured: the first row
+    opened, refreshes, the write turnarounds)."""
     res = check_example("gemv", {"K": 64, "N": 32}, stall=False, config=SDRAM)
     moved = res.tensor_bytes_read + res.tensor_bytes_written
-    assert moved / 2 <= res.cycles <= 1.6 * moved / 2
+    assert moved / 2 <= res.cycles <= 1.25 * moved / 2
 
 
 def test_board_design_with_sdram_through_the_host_link():

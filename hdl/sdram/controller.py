@@ -335,12 +335,35 @@ class SDRAMController(wiring.Component):
         row_hit = Signal(name="row_hit")
         m.d.comb += row_hit.eq(Array(open_rows)[bank] == row)
 
+        # the command on ``cmd`` falls in a bank's open row
+        cmd_bank = self.cmd.payload.addr[cb:cb + bb]
+        cmd_hit = Signal(name="cmd_row_hit")
+        m.d.comb += cmd_hit.eq(open_banks.bit_select(cmd_bank, 1)
+                               & (Array(open_rows)[cmd_bank] == self.cmd.payload.addr[cb + bb:]))
+
         def step():
-            """The segment's word is issued: move to the next, end the burst or the row."""
+            """The segment's word is issued: move to the next, end the burst or the row. The
+            burst's last word takes the next command in the same cycle when one waits (no IDLE
+            cycle between back-to-back commands)."""
             m.d.sync += [addr.eq(addr + 1), remaining.eq(remaining - 1)]
             with m.If(remaining == 1):
-                m.next = "IDLE"
+                m.d.comb += self.cmd.ready.eq(~refresh_due)
+                with m.If(self.cmd.valid & ~refresh_due):
+                    take()
+                with m.Else():
+                    m.next = "IDLE"
             with m.Elif(col == (1 << cb) - 1):
+                m.next = "PLAN"
+
+        def take():
+            """Load the command on ``cmd`` (accepted this cycle)."""
+            m.d.sync += [addr.eq(self.cmd.payload.addr), remaining.eq(self.cmd.payload.length),
+                         writing.eq(self.cmd.payload.write)]
+            with m.If(self.cmd.payload.length == 0):
+                m.next = "IDLE"
+            with m.Elif(cmd_hit):         # its row is open: no PLAN cycle
+                m.next = "STREAM"
+            with m.Else():
                 m.next = "PLAN"
 
         with m.FSM(name="state"):
@@ -371,11 +394,7 @@ class SDRAMController(wiring.Component):
                 with m.If(refresh_due):
                     m.next = "REFRESH_PRECHARGE"
                 with m.Elif(self.cmd.valid):
-                    m.d.sync += [addr.eq(self.cmd.payload.addr),
-                                 remaining.eq(self.cmd.payload.length),
-                                 writing.eq(self.cmd.payload.write)]
-                    with m.If(self.cmd.payload.length != 0):
-                        m.next = "PLAN"
+                    take()
             with m.State("PLAN"):
                 with m.If(refresh_due):
                     m.next = "REFRESH_PRECHARGE"
