@@ -13,6 +13,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .pll import ecp5_pll
+from .sdram_pins import connect_sdram, sdram_ports
 
 __all__ = ["BoardTop", "POR_CYCLES"]
 
@@ -40,6 +41,10 @@ class BoardTop(wiring.Component):
     led0, led1, ... : ``Out(1)``
         The first ``min(len(board.leds), len(link.leds))`` link status bits, on the board's
         LEDs (inverted for an active-low LED).
+    sdram_clk, sdram_cke, sdram_cs_n, ..., sdram_a0, ... : ``Out(1)``
+        When ``link`` has an ``sdram`` port (tensors in the board's SDRAM): the chip's output
+        pins (:func:`~stepforge.boards.sdram_pins.sdram_ports`); its ``dq`` pins are I/O ports
+        ``sdram_dq0``, ... of the converted module (``ECP5`` ``BB`` buffers).
     """
 
     def __init__(self, board, link):
@@ -48,6 +53,9 @@ class BoardTop(wiring.Component):
         self._leds = board.leds[:len(link.leds)]
         members = {"clk_in": In(1), "uart_rx": In(1), "uart_tx": Out(1)}
         members.update({f"led{i}": Out(1) for i in range(len(self._leds))})
+        sdram = link.signature.members.get("sdram") if "sdram" in link.signature.members else None
+        self._sdram = [] if sdram is None else sdram_ports(sdram.signature)
+        members.update({name: Out(1) for name, _, d in self._sdram if d == "o"})
         super().__init__(members)
 
     def __repr__(self):
@@ -57,7 +65,8 @@ class BoardTop(wiring.Component):
         """``[(port name, PinRef), ...]``: where each port of this top sits on the board."""
         b = self.board
         return ([("clk_in", b.clock), ("uart_rx", b.uart_rx), ("uart_tx", b.uart_tx)]
-                + [(f"led{i}", ref) for i, ref in enumerate(self._leds)])
+                + [(f"led{i}", ref) for i, ref in enumerate(self._leds)]
+                + [(name, ref) for name, ref, _ in self._sdram])
 
     def elaborate(self, platform):
         m = Module()
@@ -81,6 +90,8 @@ class BoardTop(wiring.Component):
         m.d.comb += ResetSignal("sync").eq(reset)
 
         m.submodules.link = link = self.link
+        if self._sdram:
+            connect_sdram(m, self, link.sdram)
         pin = {ref: b.pin(ref) for _, ref in self.pins()}
         m.d.comb += [link.uart_rx.eq(self.uart_rx ^ pin[b.uart_rx].invert),
                      self.uart_tx.eq(link.uart_tx ^ pin[b.uart_tx].invert)]

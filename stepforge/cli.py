@@ -105,9 +105,13 @@ def cmd_sweep(args):
     return 0 if all(r.get("status") == "done" for r in rows) else 1
 
 
+#: ``--config`` names of the machine presets.
+CONFIGS = {"sim": HardwareConfig.sim, "ice40": HardwareConfig.ice40_up5k,
+           "ecp5": HardwareConfig.ecp5_85f, "ecp5-sdram": HardwareConfig.ulx3s_sdram}
+
+
 def _config(args):
-    config = {"sim": HardwareConfig.sim, "ice40": HardwareConfig.ice40_up5k,
-              "ecp5": HardwareConfig.ecp5_85f}[args.config]()
+    config = CONFIGS[args.config]()
     return config.with_tile(getattr(args, "tile", None))
 
 
@@ -202,7 +206,7 @@ def main(argv=None):
                    help="rtl: Verilog in Verilator (default); ref: the reference interpreter only; "
                         "perf: the performance model's prediction")
     r.add_argument("--fifo-sizing", choices=["rule", "lp"], help="FIFO depths (--level perf)")
-    r.add_argument("--config", choices=["sim", "ice40", "ecp5"], default="sim")
+    r.add_argument("--config", choices=list(CONFIGS), default="sim")
     r.add_argument("--tile", metavar="RxC", type=tile_arg,
                    help="the hardware tile instead of the config's (with --board: the one the "
                         "bitstream was built with)")
@@ -217,7 +221,7 @@ def main(argv=None):
                    help="with --board: seconds the run may take (default 60)")
     c = add("compile", cmd_compile, "write Verilog, manifest, DOT picture and symbolic report")
     c.add_argument("-o", "--output", required=True)
-    c.add_argument("--config", choices=["sim", "ice40", "ecp5"], default="sim")
+    c.add_argument("--config", choices=list(CONFIGS), default="sim")
     c.add_argument("--tile", metavar="RxC", type=tile_arg,
                    help="the hardware tile instead of the config's")
     b = add("build", cmd_build, "synthesize, place and route for an FPGA; report resources, "
@@ -270,7 +274,7 @@ def main(argv=None):
     w.add_argument("-o", "--output", default="sweep", help="output prefix (.csv, .json, .svg)")
     w.add_argument("--seed", type=int, default=0)
     w.add_argument("--trace", metavar="T", help="a trace (JSON) supplying parameters and inputs")
-    w.add_argument("--config", choices=["sim", "ice40", "ecp5"], default="sim")
+    w.add_argument("--config", choices=list(CONFIGS), default="sim")
     w.add_argument("--tile", metavar="RxC", type=tile_arg,
                    help="the hardware tile instead of the config's")
     w.add_argument("--fifo-sizing", choices=["rule", "lp"])

@@ -9,12 +9,13 @@ from .board import Board, Loader, Pin, PinRef
 from .icebreaker import ICEBREAKER
 from .orangecrab import ORANGECRAB_85F
 from .tangnano9k import TANGNANO9K
-from .ulx3s import ULX3S_85F
+from .ulx3s import ULX3S_85F, ULX3S_85F_SDRAM
 
 __all__ = ["BOARDS", "get_board", "Board", "Loader", "Pin", "PinRef"]
 
 #: every board by its ``--board`` name
-BOARDS = {b.name: b for b in (ICEBREAKER, ULX3S_85F, ORANGECRAB_85F, TANGNANO9K)}
+BOARDS = {b.name: b for b in (ICEBREAKER, ULX3S_85F, ULX3S_85F_SDRAM, ORANGECRAB_85F,
+                                TANGNANO9K)}
 
 
 def get_board(name):

@@ -17,14 +17,17 @@ __all__ = ["Board", "Loader", "Pin", "PinRef"]
 
 @dataclass(frozen=True)
 class PinRef:
-    """A one-bit pin of a platform resource: ``resource`` number ``number``, and a subsignal
-    (``"rx"`` of ``"uart"``) when the resource has several."""
+    """A one-bit pin of a platform resource: ``resource`` number ``number``, a subsignal
+    (``"rx"`` of ``"uart"``) when the resource has several, and the bit ``index`` of a
+    subsignal of several pins (``"a"`` of ``"sdram"``)."""
     resource: str
     number: int = 0
     subsignal: str | None = None
+    index: int | None = None
 
     def __str__(self):
-        return f"{self.resource}#{self.number}" + (f".{self.subsignal}" if self.subsignal else "")
+        return (f"{self.resource}#{self.number}" + (f".{self.subsignal}" if self.subsignal else "")
+                + (f"[{self.index}]" if self.index is not None else ""))
 
 
 @dataclass(frozen=True)
@@ -148,7 +151,11 @@ class Board:
             attrs.update(sub.attrs)
             ios = sub.ios
         pins = [io for io in ios if isinstance(io, Pins)]
-        if len(pins) != 1 or len(pins[0].names) != 1:
+        if len(pins) != 1 or (len(pins[0].names) != 1 and ref.index is None):
             raise LookupError(f"board {self.name!r} resource {ref} is not a single pin")
-        site, = pins[0].map_names(platform._conn_pins, resource)
+        sites = pins[0].map_names(platform._conn_pins, resource)
+        if ref.index is not None and not 0 <= ref.index < len(sites):
+            raise LookupError(f"board {self.name!r} resource {ref}: {len(sites)} pins, no bit "
+                              f"{ref.index}")
+        site = sites[0 if ref.index is None else ref.index]
         return Pin(site, pins[0].dir, pins[0].invert, {k: str(v) for k, v in attrs.items()})

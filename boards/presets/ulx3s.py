@@ -10,6 +10,11 @@
   DP16KD block RAM).
 * **Flashing:** ``openFPGALoader -b ulx3s`` loads the SRAM through the FT231X's JTAG bit-bang
   mode (USB 0403:6015); lost at power-off (``--write-flash`` by hand keeps it).
+
+``ulx3s-85f-sdram`` is the same board with the tensors in its 32 MB SDRAM
+(:meth:`HardwareConfig.ulx3s_sdram`, 100 MHz from the PLL; the chip's pins from the board's
+``sdram`` resource, its clock the design clock inverted: ``docs/sdram.md``, "The board"), for
+programs whose tensors exceed the block RAM (SwiGLU at the paper's size).
 """
 
 from dataclasses import replace
@@ -20,7 +25,7 @@ from ...hdl.config import HardwareConfig
 from ..devices import ECP5_85F
 from .board import Board, Loader, PinRef
 
-__all__ = ["ULX3S_85F"]
+__all__ = ["ULX3S_85F", "ULX3S_85F_SDRAM"]
 
 ULX3S_85F = Board(
     name="ulx3s-85f",
@@ -36,4 +41,14 @@ ULX3S_85F = Board(
     config=HardwareConfig.ecp5_85f,
     loader=Loader(args=("-b", "ulx3s"), cable="FT231X (USB 0403:6015)", target="sram"),
     notes="The FT231X is both the JTAG cable and the UART: flash first, then open the port.",
+)
+
+ULX3S_85F_SDRAM = replace(
+    ULX3S_85F,
+    name="ulx3s-85f-sdram",
+    title="ULX3S 85F with its 32 MB SDRAM (Lattice ECP5 LFE5U-85F, CABGA381, speed 6)",
+    clock_hz=100_000_000,
+    config=HardwareConfig.ulx3s_sdram,
+    notes=ULX3S_85F.notes + " The tensors live in the SDRAM (100 MHz; the chip's clock phase "
+                            "is the design clock inverted, not yet tried on a board).",
 )
