@@ -228,7 +228,7 @@ def main(argv=None):
                                 "Fmax and the worst paths")
     where = b.add_mutually_exclusive_group(required=True)
     where.add_argument("--device", choices=list(DEVICES))
-    where.add_argument("--board", help="a board: icebreaker, ulx3s-85f, orangecrab-85f, "
+    where.add_argument("--board", help="a board: icebreaker, ulx3s-85f, ulx3s-85f-sdram, orangecrab-85f, "
                                        "tangnano9k (docs/boards.md)")
     b.add_argument("-o", "--output", help="build folder (default: build/PROGRAM-DEVICE)")
     b.add_argument("--seeds", type=int, default=3, help="place-and-route seeds (default 3)")
@@ -255,7 +255,7 @@ def main(argv=None):
                         "tiling cannot split); refused by default")
     f = sub.add_parser("flash", help="load a bitstream onto a board with openFPGALoader")
     f.add_argument("--board", required=True,
-                   help="icebreaker, ulx3s-85f, orangecrab-85f or tangnano9k")
+                   help="icebreaker, ulx3s-85f, ulx3s-85f-sdram, orangecrab-85f or tangnano9k")
     f.add_argument("path", help="a build folder (stepforge build --board) or a bitstream")
     f.set_defaults(fn=cmd_flash)
     z = sub.add_parser("fuzz", help="random programs in the interpreter and Verilator, compared")

@@ -23,13 +23,14 @@ from stepforge.compiler.graph import Program
 from stepforge.compiler.ops.offchip import LinearOffChipLoad, LinearOffChipStore
 from stepforge.compiler.types import int8
 
-NAMES = ["icebreaker", "ulx3s-85f", "orangecrab-85f", "tangnano9k"]
+NAMES = ["icebreaker", "ulx3s-85f", "ulx3s-85f-sdram", "orangecrab-85f", "tangnano9k"]
 
 
 def test_the_boards_are_the_names_of_the_cli():
     assert list(BOARDS) == NAMES
     with pytest.raises(ValueError, match=r"^board must be one of icebreaker, ulx3s-85f, "
-                                         r"orangecrab-85f, tangnano9k, not 'nope'$"):
+                                         r"ulx3s-85f-sdram, orangecrab-85f, tangnano9k, not "
+                                         r"'nope'$"):
         get_board("nope")
 
 
@@ -44,7 +45,7 @@ def test_preset_pins_exist_on_its_platform(name):
 
 
 def test_preset_pins_are_the_board_files_pins():
-    ice, ulx, crab, nano = (get_board(n) for n in NAMES)
+    ice, ulx, crab, nano = (get_board(n) for n in NAMES if n != "ulx3s-85f-sdram")
     assert [ice.pin(r).site for r in (ice.clock, ice.uart_rx, ice.uart_tx, *ice.leds)] == \
         ["35", "6", "9", "11", "37"]
     assert [ulx.pin(r).site for r in (ulx.clock, ulx.uart_rx, ulx.uart_tx, *ulx.leds)] == \
@@ -234,9 +235,32 @@ def test_build_board_refusals(tmp_path, capsys):
                                        "clock is its preset's (12 MHz)\n")
     assert main(["build", str(program), "--board", "icebreaker1"]) == 2
     assert capsys.readouterr().err == ("error: board must be one of icebreaker, ulx3s-85f, "
-                                       "orangecrab-85f, tangnano9k, not 'icebreaker1'\n")
+                                       "ulx3s-85f-sdram, orangecrab-85f, tangnano9k, not "
+                                       "'icebreaker1'\n")
     # two 256 KB tensors do not fit the UP5K's 1.18 Mbit: refused before synthesis
     assert main(["build", str(program), "--board", "icebreaker", "-o", str(out)]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: the design does not fit the up5k: storage bits "), err
     assert not (out / "synth.json").exists()
+
+
+def test_sdram_board_design_puts_the_chip_on_its_pins():
+    """ulx3s-85f-sdram: the System's SDRAM port on the board's sdram resource (every pin once,
+    the board file's sites), dq through BB buffers, the chip's clock from an ODDRX1F."""
+    board = get_board("ulx3s-85f-sdram")
+    assert board.config().memory == "sdram" and board.clock_hz == 100_000_000
+    _, system, top, text = board_design(copy_program(), board)
+    assert "sdram" in system.signature.members
+    ports = {p.name: p for p in top_ports(text, "top")}
+    sdram = [name for name, _ in top.pins() if name.startswith("sdram_")]
+    assert len(sdram) == 6 + 2 + 13 + 2 + 16
+    assert {name for name in ports if name.startswith("sdram_")} == set(sdram)
+    assert all(ports[f"sdram_dq{k}"].direction == "inout" for k in range(16))
+    assert ports["sdram_a12"].direction == "output"
+    sites = {name: board.pin(ref).site for name, ref in top.pins()}
+    assert len(set(sites.values())) == len(sites)                       # no pin used twice
+    assert [sites[n] for n in ("sdram_clk", "sdram_cke", "sdram_cs_n", "sdram_we_n",
+                               "sdram_dq0", "sdram_dq15", "sdram_a0", "sdram_ba1")] == \
+        ["F19", "F20", "P20", "T20", "J16", "J17", "M20", "N20"]
+    assert len(re.findall(r"^\s*BB \\sdram_dq", text, re.M)) == 16
+    assert len(re.findall(r"^\s*ODDRX1F ", text, re.M)) == 1

@@ -3,8 +3,7 @@
 import json
 import zlib
 
-from amaranth.hdl import Cat, ClockDomain, ClockSignal, DomainRenamer, Fragment, Module, \
-    ResetSignal, Signal
+from amaranth.hdl import Cat, ClockDomain, ClockSignal, DomainRenamer, Fragment, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -118,13 +117,18 @@ class HostLinkTop(wiring.Component):
             baud=self.baud, max_data=self.max_data,
             word_ready="debug_ready" in sysm.signature.members)
 
+        # the System's reset is one flip-flop (high through the design's reset, then a cycle
+        # after the bridge's RESET): its fan-out to every unit starts at a register, not at the
+        # OR of the two (a board build's worst path at 100 MHz, 16.9 ns over four cells)
+        system_reset = Signal(init=1, name="system_reset")
+        m.d.sync += system_reset.eq(bridge.system_reset)
         wiring.connect(m, rx.o, bridge.rx)
         m.d.comb += [
             rx.rx.eq(self.uart_rx),
             bridge.rx_error.eq(rx.framing_error | rx.overrun),
             self.uart_tx.eq(tx.tx),
             system_domain.clk.eq(ClockSignal("sync")),
-            system_domain.rst.eq(ResetSignal("sync") | bridge.system_reset),
+            system_domain.rst.eq(system_reset),
             sysm.start.eq(bridge.start),
             sysm.csr_addr.eq(bridge.csr_addr),
             bridge.csr_rdata.eq(sysm.csr_rdata),
