@@ -52,6 +52,11 @@ SMALL = {
 #: tile uses 4 (GEMM 64^3 with 4x4 tiles does not fit the UP5K: 6,587 of 5,280 LC)
 TILES = {("gemv", "up5k"): (4, 4)}
 
+#: where the tensors live when not in block RAM (``stepforge build --memory``): SwiGLU at the
+#: paper's size has 592 KB of tensors against the ECP5-85F's 468 KB of block RAM, so it keeps
+#: them in the ULX3S's SDRAM (``docs/sdram.md``); its cycles are then the chip's 2 bytes a cycle
+MEMORY = {("swiglu", "ecp5-85f"): "sdram"}
+
 #: issue 8's hand-written int8 designs (inferred memories and multipliers)
 REFERENCE = {
     ("gemv", "ecp5-85f"): {"cycles": 4120, "fmax": 113.0, "logic": 1710, "ram": 33, "dsp": 16},
@@ -96,8 +101,9 @@ def measure(name, params, device, args):
     full = {**pf.params(), **params}
     program = pf.build(**params)
     tile = None if args.small else TILES.get((name, device))
-    config = device_config(device, tile)
-    row = {"name": name, "device": device, "params": params, "tile": tile,
+    memory = "bram" if args.small else MEMORY.get((name, device), "bram")
+    config = device_config(device, tile, memory)
+    row = {"name": name, "device": device, "params": params, "tile": tile, "memory": memory,
            "macs": macs(name, program, full, trace)}
     out = Path(args.out) / f"{name}-{device}"
     out.mkdir(parents=True, exist_ok=True)
@@ -110,7 +116,7 @@ def measure(name, params, device, args):
     try:
         report = build(out / "top.v", device, out_dir=out, seeds=args.seeds, freq_mhz=freq,
                        jobs=args.jobs, name=name,
-                       storage_bits=hw.geometry.size_words * hw.geometry.word_bytes * 8,
+                       storage_bits=hw.onchip_memory_bits,
                        progress=(lambda line: print("   ", line, flush=True)))
     except DoesNotFit as e:
         return {**row, "error": f"does not fit: {'; '.join(map(str, e.resources))}"}
@@ -133,9 +139,10 @@ def measure(name, params, device, args):
 
 
 def _device(row):
-    """The device, and the hardware tile when it is not the preset's."""
+    """The device, and the hardware tile and memory when they are not the preset's."""
     tile = row.get("tile")
-    return row["device"] + (f" {tile[0]}x{tile[1]}" if tile else "")
+    return (row["device"] + (f" {tile[0]}x{tile[1]}" if tile else "")
+            + (" sdram" if row.get("memory") == "sdram" else ""))
 
 
 def ratio(a, b):

@@ -119,7 +119,7 @@ def build_board(program, board, *, out_dir, seeds=1, jobs=2, progress=print, uni
     report = build(out / "top.v", board.device, out_dir=out, seeds=seeds, jobs=jobs,
                    freq_mhz=board.clock_hz / 1e6, progress=progress, pins="direct",
                    name=program.name, constraints=out / name, design_prefix=SYSTEM_PATH,
-                   storage_bits=hw.geometry.size_words * hw.geometry.word_bytes * 8)
+                   storage_bits=hw.onchip_memory_bits)
     (out / "board.json").write_text(json.dumps({
         "board": board.name, "program": program.name, "clock_hz": board.clock_hz,
         "baud": board.baud, "tile": [hw.config.tile_rows, hw.config.tile_cols],

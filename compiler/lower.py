@@ -191,6 +191,14 @@ class HardwareGraph:
                 return u
         raise KeyError(name)
 
+    @property
+    def onchip_memory_bits(self):
+        """Bits of the tensors' memory that the FPGA itself holds: the whole memory, or 0 when
+        the tensors live in an SDRAM chip beside it (``config.memory == "sdram"``)."""
+        if self.config.memory == "sdram":
+            return 0
+        return self.geometry.size_words * self.geometry.word_bytes * 8
+
     def manifest(self):
         """A JSON-able description of the system (ports, memory map, units, FIFOs, metrics)."""
         m = metrics(self.program)

@@ -71,8 +71,7 @@ def build_program(program, device, out_dir, *, seeds=3, jobs=2, freq_mhz=None, n
              + ("" if freq_mhz is not None else " (the preset's clock; --freq to change)"))
     return build(out / "top.v", device, out_dir=out, seeds=seeds, freq_mhz=freq, jobs=jobs,
                  name=name or program.name, progress=progress, pack=pack,
-                 storage_bits=(0 if config.memory == "sdram"
-                               else hw.geometry.size_words * hw.geometry.word_bytes * 8),
+                 storage_bits=hw.onchip_memory_bits,
                  synth_flags=synth_flags)
 
 

@@ -84,3 +84,87 @@ def synth_ecp5(tmp_path, name, text):
                     f"read_verilog {src.name}; synth_ecp5 -noabc9 -top top -json {out.name}"],
                    check=True, capture_output=True, cwd=tmp_path)
     return json.loads(out.read_text())["modules"]["top"]
+
+
+class BurstClients:
+    """A testbench's side of a memory's client ports (``MemoryModel`` or ``SDRAMMemory``):
+    bursts offered at random and held until taken, write lines cut as the memory cuts them.
+
+    ``reads[c]``: the addresses of read port ``c``'s bursts; ``writes[c]``: ``(addr, words)``
+    bursts of write port ``c`` (``count * rows`` words each). Each cycle, :meth:`offer` drives
+    the ports (a request or a write line is offered with probability ``valid_p`` and then held)
+    and samples what the memory takes and answers; after the clock edge, :meth:`advance` drops
+    what was taken and returns it.
+    """
+
+    def __init__(self, memory, reads, writes, rng, valid_p):
+        self.memory, self.rng, self.valid_p = memory, rng, valid_p
+        g = memory.geometry
+        self.requests = [list(r) for r in reads]
+        self.write_requests = [[a for a, _ in w] for w in writes]
+        self.write_lines = []
+        for c, w in enumerate(writes):
+            count, rows, _ = memory.write_ports[c][:3]
+            lines = []
+            for _, words in w:
+                assert len(words) == count * rows
+                words = list(words)
+                for n in g.burst_lines(*memory.write_ports[c][:3]):
+                    lines.append(words[:n])
+                    words = words[n:]
+            self.write_lines.append(lines)
+        self.expect = [len(r) * g.lines(*memory.read_ports[c][:3]) for c, r in enumerate(reads)]
+        self._hold_r = [False] * len(reads)
+        self._hold_w = [False] * len(writes)
+        self._hold_d = [False] * len(writes)
+
+    @property
+    def writing(self):
+        """Write requests or lines are left."""
+        return any(self.write_requests) or any(self.write_lines)
+
+    def _hold(self, held, left):
+        return bool(left) and (held or self.rng.random() < self.valid_p)
+
+    def offer(self, ctx, reads_ok=True):
+        """Drive every port for this cycle; return ``(took, lines)``: what the memory takes at
+        the coming edge (``took[kind][c]``) and each read port's response line, if any, as
+        ``(count, last, words)``."""
+        g, mem = self.memory.geometry, self.memory
+        # (the ports past the given bursts are not driven)
+        reads, writes = mem.read[:len(self.requests)], mem.write[:len(self.write_requests)]
+        for c, req in enumerate(p.req for p in reads):
+            self._hold_r[c] = reads_ok and self._hold(self._hold_r[c], self.requests[c])
+            ctx.set(req.valid, self._hold_r[c])
+            ctx.set(req.payload.addr, self.requests[c][0] if self._hold_r[c] else 0)
+        for c, port in enumerate(writes):
+            self._hold_w[c] = self._hold(self._hold_w[c], self.write_requests[c])
+            ctx.set(port.req.valid, self._hold_w[c])
+            ctx.set(port.req.payload.addr, self.write_requests[c][0] if self._hold_w[c] else 0)
+            self._hold_d[c] = self._hold(self._hold_d[c], self.write_lines[c])
+            ctx.set(port.data.valid, self._hold_d[c])
+            words = self.write_lines[c][0] if self._hold_d[c] else []
+            ctx.set(port.data.payload.as_value(),
+                    sum(w << (i * g.word_bits) for i, w in enumerate(words)))
+        took = {"read": [ctx.get(p.req.ready) and h for p, h in zip(reads, self._hold_r)],
+                "write": [ctx.get(p.req.ready) and h for p, h in zip(writes, self._hold_w)],
+                "data": [ctx.get(p.data.ready) and h for p, h in zip(writes, self._hold_d)]}
+        lines = []
+        for port in reads:
+            resp = port.resp
+            if ctx.get(resp.valid):
+                n = ctx.get(resp.count)
+                lines.append((n, ctx.get(resp.last), list(ctx.get(resp.data))[:n]))
+            else:
+                lines.append(None)
+        return took, lines
+
+    def advance(self, took):
+        """After the edge: drop what ``took`` says was taken (and release its hold)."""
+        for kind, queues, holds in (("read", self.requests, self._hold_r),
+                                    ("write", self.write_requests, self._hold_w),
+                                    ("data", self.write_lines, self._hold_d)):
+            for c, taken in enumerate(took[kind]):
+                if taken:
+                    queues[c].pop(0)
+                    holds[c] = False

@@ -13,7 +13,6 @@ import random
 
 import numpy as np
 import pytest
-from amaranth.hdl import Value
 from amaranth.sim import Simulator
 from hypothesis import given, settings, strategies as st
 
@@ -24,6 +23,8 @@ from stepforge.hdl.memory import (PIPELINE_LATENCY, MemoryGeometry, MemoryModel,
                                   LineGenerator, backdoor_read, backdoor_write, fixed_sel,
                                   line_tables)
 from stepforge.sim.rtl import verilator as vl
+
+from .helpers import BurstClients
 
 #: Cycles from a request's acceptance to its first line's grant (the queue, the line register).
 GRANT_DELAY = 2
@@ -91,34 +92,19 @@ def drive(model, reads=(), writes=(), *, valid_p=1.0, stall_p=0.0, stall=(), deb
     every line has moved and ``latency + 2`` idle cycles.
     """
     g = model.geometry
-    L = g.lanes
     rng = random.Random(seed)
     debug = dict(debug or {})
     stall = set(stall)
     trace = Trace(len(reads), len(writes))
-    rq = [list(r) for r in reads]
-    wq = [[a for a, _ in w] for w in writes]
-    wl = []
-    for c, w in enumerate(writes):
-        count, rows, _ = model.write_ports[c][:3]
-        lines = []
-        for _, words in w:
-            assert len(words) == count * rows
-            words = list(words)
-            for n in g.burst_lines(*model.write_ports[c][:3]):
-                lines.append(words[:n])
-                words = words[n:]
-        wl.append(lines)
-    expect = [len(r) * g.lines(*model.read_ports[c][:3]) for c, r in enumerate(reads)]
+    clients = BurstClients(model, reads, writes, rng, valid_p)
     last_debug = max(debug, default=-1)
 
     async def bench(ctx):
         dbg = model.debug
-        hold_r, hold_w, hold_d = [False] * len(reads), [False] * len(writes), [False] * len(writes)
         end = None
         for cycle in range(max_cycles):
-            if end is None and cycle > last_debug and not any(wq) and not any(wl) and all(
-                    len(trace.lines[c]) == expect[c] for c in range(len(reads))):
+            if end is None and cycle > last_debug and not clients.writing and all(
+                    len(trace.lines[c]) == clients.expect[c] for c in range(len(reads))):
                 end = cycle + g.latency + 2          # no response may follow
             if cycle == end:
                 break
@@ -133,46 +119,21 @@ def drive(model, reads=(), writes=(), *, valid_p=1.0, stall_p=0.0, stall=(), deb
             ctx.set(dbg.wdata, value if op == "w" else 0)
             if op:
                 trace.debug_cycles.add(cycle)
-            for c in range(len(reads)):
-                req = model.read[c].req
-                hold_r[c] = bool(rq[c]) and (hold_r[c] or rng.random() < valid_p)
-                ctx.set(req.valid, hold_r[c])
-                ctx.set(req.payload.addr, rq[c][0] if hold_r[c] else 0)
-            for c in range(len(writes)):
-                port = model.write[c]
-                hold_w[c] = bool(wq[c]) and (hold_w[c] or rng.random() < valid_p)
-                ctx.set(port.req.valid, hold_w[c])
-                ctx.set(port.req.payload.addr, wq[c][0] if hold_w[c] else 0)
-                hold_d[c] = bool(wl[c]) and (hold_d[c] or rng.random() < valid_p)
-                ctx.set(port.data.valid, hold_d[c])
-                words = wl[c][0] if hold_d[c] else []
-                ctx.set(Value.cast(port.data.payload),
-                        sum(w << (i * g.word_bits) for i, w in enumerate(words)))
-            took_r = [ctx.get(model.read[c].req.ready) and hold_r[c] for c in range(len(reads))]
-            took_w = [ctx.get(model.write[c].req.ready) and hold_w[c] for c in range(len(writes))]
-            took_d = [ctx.get(model.write[c].data.ready) and hold_d[c] for c in range(len(writes))]
-            for c in range(len(reads)):
-                resp = model.read[c].resp
-                if ctx.get(resp.valid):
-                    n = ctx.get(resp.count)
-                    data = list(ctx.get(resp.data))      # words past n are unspecified
-                    trace.lines[c].append((cycle, n, ctx.get(resp.last), data[:n]))
+            took, lines = clients.offer(ctx)
+            for c, line in enumerate(lines):
+                if line is not None:                     # words past its count are unspecified
+                    trace.lines[c].append((cycle, *line))
             if ctx.get(dbg.rvalid):
                 trace.rvalid.append((cycle, ctx.get(dbg.rdata)))
             await ctx.tick()
-            for c in range(len(reads)):
-                if took_r[c]:
-                    rq[c].pop(0)
-                    hold_r[c] = False
+            clients.advance(took)
+            for c, taken in enumerate(took["read"]):
+                if taken:
                     trace.accepted["read", c].append(cycle)
-            for c in range(len(writes)):
-                if took_w[c]:
-                    wq[c].pop(0)
-                    hold_w[c] = False
+            for c, (taken, data) in enumerate(zip(took["write"], took["data"])):
+                if taken:
                     trace.accepted["write", c].append(cycle)
-                if took_d[c]:
-                    wl[c].pop(0)
-                    hold_d[c] = False
+                if data:
                     trace.taken[c].append(cycle)
         else:
             raise AssertionError("the memory did not finish")

@@ -5,7 +5,7 @@ model, which flags any broken timing rule), checked word for word against a flat
 import random
 
 import pytest
-from amaranth.hdl import Module, Value
+from amaranth.hdl import Module
 from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
@@ -13,6 +13,8 @@ from stepforge.hdl.config import HardwareConfig
 from stepforge.hdl.memory import MemoryGeometry
 from stepforge.hdl.memory.sdram_memory import SDRAMMemory
 from stepforge.hdl.sdram import ULX3S_SDRAM, SDRAMChipModel
+
+from .helpers import BurstClients
 
 CLK = 100_000_000
 INIT = 20
@@ -54,30 +56,18 @@ def run(memory, reads=(), writes=(), *, valid_p=1.0, stall_p=0.0, seed=0, max_cy
     g = memory.geometry
     rng = random.Random(seed)
     bench = Bench(memory)
-    rq = [list(r) for r in reads]
-    wq = [[a for a, _ in w] for w in writes]
-    wl = []
-    for c, w in enumerate(writes):
-        lines = []
-        for _, words in w:
-            words = list(words)
-            for n in g.burst_lines(*memory.write_ports[c][:3]):
-                lines.append(words[:n])
-                words = words[n:]
-        wl.append(lines)
-    expect = [len(r) * g.lines(*memory.read_ports[c][:3]) for c, r in enumerate(reads)]
+    clients = BurstClients(memory, reads, writes, rng, valid_p)
     out = {"lines": [[] for _ in reads]}
 
     async def testbench(ctx):
         for a, word in enumerate(preload):
             for p in range(memory.pieces):
                 ctx.set(bench.chip.data[a * memory.pieces + p], (word >> (16 * p)) & 0xFFFF)
-        hold_r, hold_w, hold_d = [False] * len(reads), [False] * len(writes), [False] * len(writes)
         for cycle in range(max_cycles):
             assert not ctx.get(bench.chip.violation), \
                 f"chip model: {ctx.get(bench.chip.violation_code)} in cycle {cycle}"
-            if not any(wq) and not any(wl) and all(len(out["lines"][c]) == expect[c]
-                                                   for c in range(len(reads))):
+            if not clients.writing and all(len(out["lines"][c]) == clients.expect[c]
+                                           for c in range(len(reads))):
                 out["end"] = cycle
                 for _ in range(40):              # no line may follow, no rule may break
                     await ctx.tick()
@@ -85,45 +75,12 @@ def run(memory, reads=(), writes=(), *, valid_p=1.0, stall_p=0.0, seed=0, max_cy
                     assert not ctx.get(bench.chip.violation)
                 break
             ctx.set(memory.stall, rng.random() < stall_p)
-            writing = any(wq) or any(wl)
-            for c in range(len(reads)):
-                req = memory.read[c].req
-                may = not (reads_after_writes and writing)
-                hold_r[c] = may and bool(rq[c]) and (hold_r[c] or rng.random() < valid_p)
-                ctx.set(req.valid, hold_r[c])
-                ctx.set(req.payload.addr, rq[c][0] if hold_r[c] else 0)
-            for c in range(len(writes)):
-                port = memory.write[c]
-                hold_w[c] = bool(wq[c]) and (hold_w[c] or rng.random() < valid_p)
-                ctx.set(port.req.valid, hold_w[c])
-                ctx.set(port.req.payload.addr, wq[c][0] if hold_w[c] else 0)
-                hold_d[c] = bool(wl[c]) and (hold_d[c] or rng.random() < valid_p)
-                ctx.set(port.data.valid, hold_d[c])
-                words = wl[c][0] if hold_d[c] else []
-                ctx.set(Value.cast(port.data.payload),
-                        sum(w << (i * g.word_bits) for i, w in enumerate(words)))
-            took_r = [ctx.get(memory.read[c].req.ready) and hold_r[c] for c in range(len(reads))]
-            took_w = [ctx.get(memory.write[c].req.ready) and hold_w[c]
-                      for c in range(len(writes))]
-            took_d = [ctx.get(memory.write[c].data.ready) and hold_d[c]
-                      for c in range(len(writes))]
-            for c in range(len(reads)):
-                resp = memory.read[c].resp
-                if ctx.get(resp.valid):
-                    n = ctx.get(resp.count)
-                    out["lines"][c].append((n, ctx.get(resp.last), list(ctx.get(resp.data))[:n]))
+            took, lines = clients.offer(ctx, reads_ok=not (reads_after_writes and clients.writing))
+            for c, line in enumerate(lines):
+                if line is not None:
+                    out["lines"][c].append(line)
             await ctx.tick()
-            for c in range(len(reads)):
-                if took_r[c]:
-                    rq[c].pop(0)
-                    hold_r[c] = False
-            for c in range(len(writes)):
-                if took_w[c]:
-                    wq[c].pop(0)
-                    hold_w[c] = False
-                if took_d[c]:
-                    wl[c].pop(0)
-                    hold_d[c] = False
+            clients.advance(took)
         else:
             raise AssertionError(f"the SDRAM memory did not finish in {max_cycles} cycles")
         pieces = [] if not preload else [ctx.get(bench.chip.data[k]) for k in range(g.size_words * memory.pieces)]

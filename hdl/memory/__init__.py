@@ -79,7 +79,7 @@ from .lane_ram import LaneOrganization, LaneRAM, lane_ram_verilog, organize
 from .lines import LineGenerator, LineLayout, line_tables, fixed_sel
 from .model import PIPELINE_LATENCY, MemoryModel
 from .placement import TensorPlacement, word_addresses
-from .port import DebugSignature, MemoryPort, ResponseSignature
+from .port import DebugSignature, MemoryPort, ResponseSignature, client_ports, client_shapes
 
 #: The lane storage module of the simulation target (zero-initialized); see
 #: :func:`lane_ram_verilog`.

@@ -1,12 +1,26 @@
-"""A round-robin arbiter: one grant per cycle among the requesters, fair over time."""
+"""A round-robin arbiter: one grant per cycle among the requesters, fair over time; and the
+AND-OR that steers by its one-hot grant."""
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .geometry import check_count, index_shape
 
-__all__ = ["RoundRobin"]
+__all__ = ["RoundRobin", "select_onehot"]
+
+
+def select_onehot(values, onehot):
+    """The value whose bit of ``onehot`` is set (at most one is), as an AND-OR: two LUT levels
+    for a handful of values, where a multiplexer by a binary index follows the index's own
+    logic."""
+    values = [Value.cast(v) for v in values]
+    if all(v is values[0] for v in values):
+        return values[0]
+    result = Mux(onehot[0], values[0], 0)
+    for c in range(1, len(values)):
+        result = result | Mux(onehot[c], values[c], 0)
+    return result
 
 
 class RoundRobin(wiring.Component):

@@ -1,15 +1,15 @@
 """The memory: banked lanes behind a pipelined arbiter, one line per cycle (package doc)."""
 
-from amaranth.hdl import Array, Cat, MemoryData, Module, Mux, Signal, Value, unsigned
+from amaranth.hdl import Array, Cat, MemoryData, Module, Mux, Signal, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..config import HardwareConfig
-from .arbiter import RoundRobin
+from .arbiter import RoundRobin, select_onehot
 from .geometry import MemoryGeometry, check_count, index_shape, quiet_on_error
 from .lane_ram import LaneRAM, organize
 from .lines import LineGenerator, LineLayout, fixed_sel
-from .port import DebugSignature, MemoryPort, ResponseSignature
+from .port import DebugSignature, client_ports, client_shapes
 
 __all__ = ["MemoryModel", "PIPELINE_LATENCY"]
 
@@ -28,19 +28,6 @@ def _pick(values, index):
         return values[0]
     values += [values[-1]] * ((1 << len(index)) - len(values))
     return Array(values)[index]
-
-
-def _select(values, onehot):
-    """The value whose bit of ``onehot`` is set (at most one is), as an AND-OR: two LUT levels
-    for a handful of values, where a multiplexer by a binary index follows the index's own
-    logic."""
-    values = [Value.cast(v) for v in values]
-    if all(v is values[0] for v in values):
-        return values[0]
-    result = Mux(onehot[0], values[0], 0)
-    for c in range(1, len(values)):
-        result = result | Mux(onehot[c], values[c], 0)
-    return result
 
 
 def _register(m, values, prefix):
@@ -114,19 +101,10 @@ class MemoryModel(wiring.Component):
             raise ValueError("MemoryModel: storage='verilog' starts at zero; fill it through the "
                              "debug port instead of init")
         self.storage = storage
-        self.read_ports = tuple(tuple(b) for b in read_ports)
-        self.write_ports = tuple(tuple(b) for b in write_ports)
-        if not self.read_ports and not self.write_ports:
-            raise ValueError("a MemoryModel needs at least one read or write port")
+        self.read_ports, self.write_ports, members = client_ports(
+            "MemoryModel", g, read_ports, write_ports)
         self.counter_bits = check_count("MemoryModel counter_bits", counter_bits)
         self._init_bytes = self._check_init(init, g)
-        members = {}
-        for kind, shapes in (("read", self.read_ports), ("write", self.write_ports)):
-            for i, shape in enumerate(shapes):
-                if len(shape) not in (3, 4):
-                    raise ValueError(f"MemoryModel {kind}_ports[{i}] must be (count, rows, "
-                                     f"stride) or (count, rows, stride, start_lane), not {shape!r}")
-                members[f"{kind}{i}"] = In(MemoryPort(g, kind, shape[:3], *shape[3:]))
         members.update({
             "debug": In(DebugSignature(g)),
             "stall": In(1),
@@ -154,10 +132,7 @@ class MemoryModel(wiring.Component):
         units, host-stream readers and writers) or :class:`MemoryPort` signatures;
         ``kwargs`` go to the constructor.
         """
-        sigs = [c if isinstance(c, MemoryPort) else c.mem.signature for c in clients]
-        return cls(config, size_bytes, init,
-                   read_ports=[s.shape for s in sigs if s.kind == "read"],
-                   write_ports=[s.shape for s in sigs if s.kind == "write"], **kwargs)
+        return cls(config, size_bytes, init, **client_shapes(clients), **kwargs)
 
     #: Register stages of a word port access in front of the arbiter (stage W).
     word_stages = 1
@@ -242,8 +217,8 @@ class MemoryModel(wiring.Component):
         s_dbg_row = Signal(len(s_line.rows[0]), name="s_word_row")
         s_dbg_word = Signal(g.word_bits, name="s_word_wdata")
         m.d.sync += [s_valid.eq(arb.grant), s_write.eq(arb.index >= nr), s_client.eq(arb.index),
-                     s_line.eq(_select([gen.line.payload.as_value() for gen in gens],
-                                       arb.onehot)),
+                     s_line.eq(select_onehot([gen.line.payload.as_value() for gen in gens],
+                                             arb.onehot)),
                      s_dbg_we.eq(w_we), s_dbg_re.eq(w_re),
                      s_dbg_lane.eq(w_addr[:g.lane_bits] if g.lane_bits else 0),
                      s_dbg_row.eq(w_addr[g.lane_bits:]), s_dbg_word.eq(w_wdata)]
@@ -257,12 +232,12 @@ class MemoryModel(wiring.Component):
         if self.write:
             wgrant = arb.onehot[nr:]
             if wfixed:
-                m.d.sync += [s_data[j].eq(_select([p.data.payload[sel[j]] for p, sel
-                                                   in zip(self.write, wsel)], wgrant))
+                m.d.sync += [s_data[j].eq(select_onehot([p.data.payload[sel[j]] for p, sel
+                                                         in zip(self.write, wsel)], wgrant))
                              for j in range(L)]
             else:
-                m.d.sync += s_data.eq(_select([p.data.payload.as_value() for p in self.write],
-                                              wgrant))
+                m.d.sync += s_data.eq(select_onehot([p.data.payload.as_value()
+                                                     for p in self.write], wgrant))
 
         rdata = []
         for j in range(L):

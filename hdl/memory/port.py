@@ -6,7 +6,8 @@ from amaranth.lib.wiring import In, Out
 
 from .geometry import MemoryGeometry, check_count
 
-__all__ = ["MemoryPort", "ResponseSignature", "DebugSignature"]
+__all__ = ["MemoryPort", "ResponseSignature", "DebugSignature", "client_ports",
+           "client_shapes"]
 
 
 def ResponseSignature(geometry):
@@ -119,3 +120,39 @@ class MemoryPort(wiring.Signature):
     def __repr__(self):
         lane = "" if self.start_lane is None else f", start_lane={self.start_lane}"
         return f"MemoryPort({self.geometry!r}, {self.kind!r}, {self.burst!r}{lane})"
+
+
+def client_ports(owner, geometry, read_ports, write_ports):
+    """The client ports of a memory (:class:`~stepforge.hdl.memory.MemoryModel`,
+    :class:`~stepforge.hdl.memory.sdram_memory.SDRAMMemory`): ``(read_ports, write_ports,
+    members)``, the burst shapes as tuples and the members ``read0``, ``read1``, ...,
+    ``write0``, ... of ``In(MemoryPort)``.
+
+    Raises
+    ------
+    ValueError
+        No port at all, or a shape that is not ``(count, rows, stride)`` or ``(count, rows,
+        stride, start_lane)``; the message names ``owner`` (the memory's class name).
+    """
+    read_ports = tuple(tuple(b) for b in read_ports)
+    write_ports = tuple(tuple(b) for b in write_ports)
+    if not read_ports and not write_ports:
+        article = "an" if owner[0] in "AEIOUS" else "a"
+        raise ValueError(f"{article} {owner} needs at least one read or write port")
+    members = {}
+    for kind, shapes in (("read", read_ports), ("write", write_ports)):
+        for i, shape in enumerate(shapes):
+            if len(shape) not in (3, 4):
+                raise ValueError(f"{owner} {kind}_ports[{i}] must be (count, rows, stride) or "
+                                 f"(count, rows, stride, start_lane), not {shape!r}")
+            members[f"{kind}{i}"] = In(MemoryPort(geometry, kind, shape[:3], *shape[3:]))
+    return read_ports, write_ports, members
+
+
+def client_shapes(clients):
+    """``{"read_ports": [...], "write_ports": [...]}``: the burst shapes of ``clients``
+    (components with a ``mem`` port of :class:`MemoryPort`, or the signatures themselves), read
+    and write apart, in order: the keyword arguments of a memory with a port for each."""
+    sigs = [c if isinstance(c, MemoryPort) else c.mem.signature for c in clients]
+    return {"read_ports": [s.shape for s in sigs if s.kind == "read"],
+            "write_ports": [s.shape for s in sigs if s.kind == "write"]}

@@ -339,11 +339,16 @@ class SDRAMController(wiring.Component):
         row_hit = Signal(name="row_hit")
         m.d.comb += row_hit.eq(Array(open_rows)[bank] == row)
 
-        # the command on ``cmd`` falls in a bank's open row
+        # the command on ``cmd`` falls in a bank's open row: every bank's row compared at
+        # once, then the command's bank picks one (the multiplexer of rows in front of one
+        # comparator was 9 cells into the state, a worst path of the SwiGLU board build)
         cmd_bank = self.cmd.payload.addr[cb:cb + bb]
+        cmd_row = self.cmd.payload.addr[cb + bb:]
+        bank_hits = Signal(nb, name="cmd_bank_hits")
         cmd_hit = Signal(name="cmd_row_hit")
-        m.d.comb += cmd_hit.eq(open_banks.bit_select(cmd_bank, 1)
-                               & (Array(open_rows)[cmd_bank] == self.cmd.payload.addr[cb + bb:]))
+        m.d.comb += [bank_hits.eq(Cat(*(open_banks[b] & (open_rows[b] == cmd_row)
+                                        for b in range(nb)))),
+                     cmd_hit.eq(bank_hits.bit_select(cmd_bank, 1))]
 
         def step():
             """The segment's word is issued: move to the next, end the burst or the row. The
