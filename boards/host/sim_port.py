@@ -129,10 +129,10 @@ class SimBoard:
             design = WithSDRAMChip(self.top, SDRAMChipModel(
                 SDRAM_TIMING, config.clock_hz,
                 depth_words=sdram_model_words(self.hw.memory_bytes), storage="verilog"))
-        text = library.convert(design, "top")
-        if config.memory == "sdram":
-            text += SDRAM_STORAGE_VERILOG + lane_ram_verilog(
+        text = library.convert(design, "top") + lane_ram_verilog(
             zero_init=True, family=config.family)
+        if config.memory == "sdram":
+            text += SDRAM_STORAGE_VERILOG
         self.compile_seconds = time.perf_counter() - t0
         t0 = time.perf_counter()
         self.shell = shell(text)
