@@ -6,6 +6,7 @@ import random
 
 import pytest
 from amaranth.hdl import Module
+from hypothesis import given, settings, strategies as st
 from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
@@ -258,3 +259,48 @@ def test_word_port_writes_and_reads_with_its_ready():
     sim.add_testbench(testbench)
     sim.run()
     assert seen == words
+
+
+@st.composite
+def sdram_case(draw):
+    """A machine (lanes of 2-, 4- or 8-byte words), read and write ports of random burst
+    shapes, and their bursts: reads in the preloaded low half, each writer in a region of its
+    own (so the result does not depend on the order the memory serves different clients in)."""
+    channels, bpc = draw(st.sampled_from([(1, 2), (1, 8), (2, 8), (1, 16), (2, 4)]))
+    word = draw(st.sampled_from([w for w in (2, 4, 8) if bpc % w == 0]))
+    lanes = channels * bpc // word
+    nr, nw = draw(st.integers(1, 3)), draw(st.integers(0, 2))
+
+    def shape():
+        count = draw(st.integers(1, 2 * lanes + 1))
+        rows = draw(st.integers(1, 4))
+        return (count, rows, draw(st.integers(0, 2 * count + 3)))
+    return word, channels, bpc, [shape() for _ in range(nr)], [shape() for _ in range(nw)]
+
+
+@settings(deadline=None, max_examples=12)
+@given(sdram_case(), st.integers(0, 2**16), st.floats(0.3, 1.0), st.floats(0.0, 0.5))
+def test_random_bursts_match_a_flat_memory(case, seed, valid_p, stall_p):
+    word, channels, bpc, rshapes, wshapes = case
+    rng = random.Random(seed)
+    memory = SDRAMMemory(config(channels, bpc), 1024 * word, timing=ULX3S_SDRAM, clk_hz=CLK,
+                         init_cycles=INIT, read_ports=rshapes, write_ports=wshapes,
+                         word_bytes=word)
+    g = memory.geometry
+    span = lambda s: (s[1] - 1) * s[2] + s[0]                 # noqa: E731
+    flat = [rng.getrandbits(g.word_bits) for _ in range(512)] + [0] * 512
+    reads = [[rng.randrange(512 - span(s) + 1) for _ in range(rng.randrange(1, 4))]
+             for s in rshapes]
+    writes = [[(512 + 256 * c + rng.randrange(256 - span(s) + 1),
+                [rng.getrandbits(g.word_bits) for _ in range(s[0] * s[1])])
+               for _ in range(rng.randrange(0, 3))] for c, s in enumerate(wshapes)]
+    result = run(memory, reads, writes, valid_p=valid_p, stall_p=stall_p, seed=seed,
+                 preload=flat[:512] + [0])
+    check_reads(memory, reads, result, flat)
+    for (count, rows, stride), bursts in zip(wshapes, writes):
+        for a, words in bursts:                               # one writer's bursts in order
+            for k, w in enumerate(words):
+                flat[a + (k // count) * stride + k % count] = w
+    assert result["memory"][:1024] == flat
+    assert result["bytes_read"] == sum(len(r) * s[0] * s[1] for r, s in zip(reads, rshapes)) * word
+    assert result["bytes_written"] == sum(len(b[1]) for w in writes for b in w) * word
