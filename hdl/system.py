@@ -27,7 +27,7 @@ about a quarter of the cycles and the memory grants nothing in about a quarter o
 a free-running LFSR. Refusing ``ready`` is always legal, so the program's results must not change.
 """
 
-from amaranth.hdl import Cat, Module, Mux, ResetInserter, Signal
+from amaranth.hdl import C, Cat, Module, Mux, ResetInserter, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -38,11 +38,17 @@ from .memory import DebugSignature, MemoryModel
 from .memory.sdram_memory import SDRAMMemory
 from .sdram import ULX3S_SDRAM, SDRAMChipModel, SDRAMPinSignature
 from .pmu import PMU
+from .unit import ErrorCode
 
-__all__ = ["System", "TARGETS"]
+__all__ = ["System", "TARGETS", "MEMORY_UNIT"]
 
 #: The SDRAM chip of a ``memory="sdram"`` machine (the ULX3S's).
 SDRAM_TIMING = ULX3S_SDRAM
+#: The chip the simulation target's model checks the controller against (the same chip; a test
+#: gives it stricter timings to see a violation reported).
+SDRAM_MODEL_TIMING = ULX3S_SDRAM
+#: ``error_unit`` of an error raised by the memory rather than a unit (``SDRAM_TIMING``).
+MEMORY_UNIT = 0xFFFF
 #: The SDRAM controller's power-up wait in the simulation target (the chip's 200 us would be
 #: 20,000 cycles of every Verilator run; the chip model is told the same).
 SIM_INIT_CYCLES = 16
@@ -160,6 +166,7 @@ class System(wiring.Component):
         def bursts(clients):
             return [getattr(u.component, p).signature.shape for u, p in clients]
 
+        chip = None                  # the SDRAM chip's model (simulation target)
         ports = {"read_ports": bursts(reads) or ([] if writes else [(1, 1, 0)]),
                  "write_ports": bursts(writes), "word_bytes": hw.geometry.word_bytes}
         if hw.config.memory == "sdram":
@@ -168,7 +175,8 @@ class System(wiring.Component):
             self._add(m, "memory", mem)
             m.d.comb += self.debug_ready.eq(mem.debug_ready)
             if sim:
-                chip = SDRAMChipModel(SDRAM_TIMING, mem.clk_hz, init_cycles=SIM_INIT_CYCLES,
+                chip = SDRAMChipModel(SDRAM_MODEL_TIMING, mem.clk_hz,
+                                      init_cycles=SIM_INIT_CYCLES,
                                       depth_words=sdram_model_words(hw.memory_bytes),
                                       storage=self.storage)
                 self._add(m, "sdram_chip", chip)
@@ -237,7 +245,11 @@ class System(wiring.Component):
         m.d.comb += all_done.eq(Cat(*sinks).all() if sinks else 1)
 
         any_error = Signal(name="any_error")
-        m.d.comb += any_error.eq(Cat(*[u.component.status.error for u in owners]).any())
+        # the SDRAM chip's model (simulation target) flags a broken timing rule as an error of
+        # the memory: a design that would fail on the chip does not pass in simulation
+        chip_fault = chip.violation if chip is not None else C(0, 1)
+        m.d.comb += any_error.eq(Cat(*[u.component.status.error for u in owners], chip_fault)
+                                 .any())
         error_unit = Signal(16, name="error_unit")
         error_code = Signal(8, name="error_code")
         cycles = Signal(32, name="cycles")
@@ -256,6 +268,9 @@ class System(wiring.Component):
         with m.If(running):
             with m.If(any_error):
                 m.d.sync += [error.eq(1), running.eq(0)]
+                with m.If(chip_fault):       # (a unit's error below wins over the memory's)
+                    m.d.sync += [error_unit.eq(MEMORY_UNIT),
+                                 error_code.eq(ErrorCode.SDRAM_TIMING)]
                 for u in reversed(owners):   # the lowest unit id wins among simultaneous errors
                     with m.If(comps[u.name].status.error):
                         m.d.sync += [error_unit.eq(u.uid), error_code.eq(comps[u.name].status.code)]
@@ -271,6 +286,8 @@ class System(wiring.Component):
         csr.add("cycles", cycles)
         csr.add("error_unit", error_unit)
         csr.add("error_code", error_code)
+        if chip is not None:
+            csr.add("sdram.violation", chip.violation_code)
         csr.add("bytes_read", mem.bytes_read[:32])
         csr.add("bytes_written", mem.bytes_written[:32])
         host_read = [comps[u.name].bytes for u in hw.units if u.node.op == "Input"]

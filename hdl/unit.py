@@ -67,6 +67,11 @@ class ErrorCode(enum.IntEnum):
     #: Tiles that must have the same dynamic row count do not (a PCU's lock-step inputs, the
     #: elements of one retile_col accumulation).
     ROW_MISMATCH = 12
+    #: The SDRAM chip's model saw a command break one of the chip's timing rules (simulation
+    #: target of a ``memory="sdram"`` machine; raised by the memory, not a unit: the System's
+    #: ``error_unit`` is :data:`~stepforge.hdl.system.MEMORY_UNIT`, and its ``sdram.violation``
+    #: CSR names the rule, :class:`~stepforge.hdl.sdram.SDRAMViolation`).
+    SDRAM_TIMING = 13
 
 
 StatusSignature = wiring.Signature({

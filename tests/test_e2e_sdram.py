@@ -1,8 +1,9 @@
 """Programs on a machine whose tensors live in SDRAM (``HardwareConfig.ulx3s_sdram``): the
 System holds an SDRAMMemory and, in its simulation target, the chip's cycle-accurate model,
 which flags any broken timing rule. Bit-exact against the interpreter in Verilator, with the
-off-chip bytes of the symbolic metrics, calm and under random stalls; and the board's own
-design (host link included) run through the host driver."""
+off-chip bytes of the symbolic metrics, calm and under random stalls; a broken timing rule
+reported as an error of the memory; and the board's own design (host link included) run
+through the host driver."""
 
 import numpy as np
 import pytest
@@ -13,11 +14,17 @@ from stepforge.loader import load
 from stepforge.sim.ref.interpreter import run
 
 from .helpers import EXAMPLES
-from .test_e2e import CASES, check_example
+from .test_e2e import check_example
 
 pytestmark = pytest.mark.slow
 
 SDRAM = HardwareConfig.ulx3s_sdram()
+
+#: the programs run on the SDRAM machine (each design is one Verilator build; GEMV's is shared
+#: with the bandwidth test below): a read client with a reused on-chip vector, three matmuls with
+#: a fixed-point activation, and data-dependent routing
+CASES = [("gemv", {"K": 64, "N": 32}), ("swiglu", {"B": 8, "H": 8, "I": 8}),
+         ("moe", {"T": 6, "tiling": "static"})]
 
 
 @pytest.mark.parametrize("name,params", CASES, ids=[c[0] for c in CASES])
@@ -54,3 +61,23 @@ def test_board_design_with_sdram_through_the_host_link():
         assert link.read_words(0, 64) == words
     finally:
         sim.close()
+
+
+def test_a_broken_timing_rule_is_an_error_of_the_memory(monkeypatch):
+    """The chip's model checks the controller: given a chip slower than the controller's
+    (tRCD 45 ns against 20), the run stops with an error of the memory naming the rule, not a
+    silent pass."""
+    from dataclasses import replace
+
+    import stepforge.hdl.system as system
+    from stepforge.hdl.sdram import ULX3S_SDRAM
+    from stepforge.sim.rtl import error_report, run_rtl
+    monkeypatch.setattr(system, "SDRAM_MODEL_TIMING", replace(ULX3S_SDRAM, t_rcd=45))
+    pf = load(EXAMPLES / "gemv.py")
+    program = pf.build(K=64, N=32)
+    res = run_rtl(program, pf.data(program, seed=1)["tensors"], {}, config=SDRAM)
+    assert res.status == "error"
+    assert res.csrs["error_unit"] == system.MEMORY_UNIT
+    assert error_report(res).startswith("error in the memory (the SDRAM chip's model): "
+                                        "SDRAM_TIMING, a command broke the chip's rule T_RCD "
+                                        "after ")

@@ -27,8 +27,8 @@ from ...contract.values import to_value
 from ...hdl.memory import (MemoryModel, array_from_bytes, array_to_bytes, lane_ram_verilog,
                            word_addresses)
 from ...hdl.platform import FamilyPlatform
-from ...hdl.sdram import SDRAM_STORAGE_VERILOG
-from ...hdl.system import System
+from ...hdl.sdram import SDRAM_STORAGE_VERILOG, SDRAMViolation
+from ...hdl.system import MEMORY_UNIT, System
 from ...hdl.unit import ErrorCode
 from . import verilator
 from .separate import UnitLibrary, gc_paused
@@ -295,8 +295,12 @@ def deadlock_report(result):
 def error_report(result):
     """The unit that raised the first error, its code, and what that code means."""
     hw, c = result.hw, result.csrs
-    unit = hw.units[c["error_unit"]]
     code = ErrorCode(c["error_code"])
+    if c["error_unit"] == MEMORY_UNIT:
+        rule = SDRAMViolation(c["sdram.violation"]).name
+        return (f"error in the memory (the SDRAM chip's model): {code.name}, a command broke "
+                f"the chip's rule {rule} after {c['cycles']} cycles")
+    unit = hw.units[c["error_unit"]]
     text = (f"error in unit {unit.uid} {unit.name} ({unit.kind}, node {unit.node!r}): "
             f"{code.name} after {c['cycles']} cycles")
     if code == ErrorCode.OVER_BOUND:
