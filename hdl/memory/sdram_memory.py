@@ -65,10 +65,9 @@ class SDRAMMemory(wiring.Component):
 
     Members
     -------
-    read0, read1, ... : ``In(MemoryPort(geometry, "read", burst))``
-        Read clients (also the list :attr:`read`).
-    write0, write1, ... : ``In(MemoryPort(geometry, "write", burst))``
-        Write clients (also the list :attr:`write`).
+    read0, ..., write0, ... : ``In(MemoryPort(geometry, kind, burst))``
+        The clients, as :class:`MemoryModel`'s (also the lists :attr:`read` and :attr:`write`);
+        a read client's lines come in the order of its requests, after no fixed latency.
     debug : ``In(DebugSignature(geometry))``
         The word port (the host loads and reads tensors through it): an access offered while
         ``debug_ready`` is high is taken; its read answers with ``rvalid`` when the chip has
