@@ -120,9 +120,12 @@ class SDRAMController(wiring.Component):
 
     * power-up: ``init_cycles`` of NOPs, PRECHARGE ALL, two AUTO REFRESH, LOAD MODE REGISTER
       (:func:`mode_register`), ``t_mrd`` more cycles, then ``init_done``;
-    * a command is taken in ``IDLE``; a cycle compares the segment's row with the bank's open
-      row (``PLAN``), then PRECHARGE (after tRAS since its ACTIVATE and tWR since the last
-      WRITE), ACTIVATE (after tRP, tRC, tRRD, tRFC) and the READs or WRITEs (after tRCD);
+    * a command is taken in ``IDLE``, or with the last word of the burst before it (no idle
+      cycle between back-to-back commands); one whose row is open in its bank streams at once
+      (every bank's open row is compared with the command as it is taken); otherwise a cycle
+      compares the segment's row with the bank's open row (``PLAN``), then PRECHARGE (after
+      tRAS since its ACTIVATE and tWR since the last WRITE), ACTIVATE (after tRP, tRC, tRRD,
+      tRFC) and the READs or WRITEs (after tRCD);
     * a WRITE takes its word from ``wdata`` in the cycle the controller decides it; a missing
       word holds the segment for that cycle;
     * a WRITE comes at least ``CL + 2`` cycles after the last READ: the chip drives the bus
@@ -156,8 +159,8 @@ class SDRAMController(wiring.Component):
     -------
     cmd : ``In(stream.Signature(cmd_layout))``
         ``addr`` (``timing.addr_bits``), ``write`` (1), ``length`` (``range(max_burst + 1)``;
-        a command of length 0 is taken and does nothing). Taken only between bursts: ``ready``
-        is high in ``IDLE`` without a refresh request, a register's function.
+        a command of length 0 is taken and does nothing). Taken between bursts: ``ready`` is
+        high in ``IDLE`` and with a burst's last word (not while a refresh is due).
     wdata : ``In(stream.Signature(timing.data_bits))``
         The words of the write bursts, in order. ``ready`` is high in the cycles a WRITE may be
         issued (it does not depend on ``valid``); the word is taken with its WRITE.
