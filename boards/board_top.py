@@ -53,7 +53,9 @@ class BoardTop(wiring.Component):
         self._leds = board.leds[:len(link.leds)]
         members = {"clk_in": In(1), "uart_rx": In(1), "uart_tx": Out(1)}
         members.update({f"led{i}": Out(1) for i in range(len(self._leds))})
-        sdram = link.signature.members.get("sdram") if "sdram" in link.signature.members else None
+        # (a signature's members raise SignatureError, not KeyError, for a missing name: no
+        # ``.get``)
+        sdram = link.signature.members["sdram"] if "sdram" in link.signature.members else None
         self._sdram = [] if sdram is None else sdram_ports(sdram.signature)
         members.update({name: Out(1) for name, _, d in self._sdram if d == "o"})
         super().__init__(members)

@@ -22,42 +22,43 @@ from .presets.board import PinRef
 
 __all__ = ["sdram_ports", "connect_sdram"]
 
+#: The chip's one-bit output pins: (top-level port, the pin signature's member, the board
+#: resource's subsignal); the chip's clock comes apart (an ``ODDRX1F``).
+_SINGLE = (("sdram_cke", "clk_en", "clk_en"), ("sdram_cs_n", "cs_n", "cs"),
+           ("sdram_ras_n", "ras_n", "ras"), ("sdram_cas_n", "cas_n", "cas"),
+           ("sdram_we_n", "we_n", "we"))
+#: Its buses of output pins (the member and the subsignal share the name).
+_BUSES = ("ba", "a", "dqm")
+
+
+def _width(signature, name):
+    return Shape.cast(signature.members[name].shape).width
+
 
 def sdram_ports(signature):
     """``[(port name, PinRef, direction), ...]`` of an SDRAM pin signature's pins, outputs
     first, then the ``dq`` pins (``"io"``)."""
-    ports = [("sdram_clk", PinRef("sdram", 0, "clk"), "o"),
-             ("sdram_cke", PinRef("sdram", 0, "clk_en"), "o"),
-             ("sdram_cs_n", PinRef("sdram", 0, "cs"), "o"),
-             ("sdram_ras_n", PinRef("sdram", 0, "ras"), "o"),
-             ("sdram_cas_n", PinRef("sdram", 0, "cas"), "o"),
-             ("sdram_we_n", PinRef("sdram", 0, "we"), "o")]
-    for name in ("ba", "a", "dqm"):
-        width = Shape.cast(signature.members[name].shape).width
-        ports += [(f"sdram_{name}{k}", PinRef("sdram", 0, name, k), "o") for k in range(width)]
-    width = Shape.cast(signature.members["dq_o"].shape).width
-    ports += [(f"sdram_dq{k}", PinRef("sdram", 0, "dq", k), "io") for k in range(width)]
+    ports = [("sdram_clk", PinRef("sdram", 0, "clk"), "o")]
+    ports += [(port, PinRef("sdram", 0, sub), "o") for port, _, sub in _SINGLE]
+    for name in _BUSES:
+        ports += [(f"sdram_{name}{k}", PinRef("sdram", 0, name, k), "o")
+                  for k in range(_width(signature, name))]
+    ports += [(f"sdram_dq{k}", PinRef("sdram", 0, "dq", k), "io")
+              for k in range(_width(signature, "dq_o"))]
     return ports
 
 
 def connect_sdram(m, top, pins):
     """Wire the design's SDRAM port ``pins`` to the top's ports (module doc): the output pins
-    are ``top``'s members of :func:`sdram_ports`' names; the ``dq`` pins are I/O ports made
-    here and returned."""
-    m.d.comb += [getattr(top, "sdram_cke").eq(pins.clk_en),
-                 getattr(top, "sdram_cs_n").eq(pins.cs_n),
-                 getattr(top, "sdram_ras_n").eq(pins.ras_n),
-                 getattr(top, "sdram_cas_n").eq(pins.cas_n),
-                 getattr(top, "sdram_we_n").eq(pins.we_n)]
-    for name in ("ba", "a", "dqm"):
+    are ``top``'s members of :func:`sdram_ports`' names; the ``dq`` pins are I/O ports of the
+    converted module, made here."""
+    m.d.comb += [getattr(top, port).eq(getattr(pins, member)) for port, member, _ in _SINGLE]
+    for name in _BUSES:
         value = getattr(pins, name)
         m.d.comb += [getattr(top, f"sdram_{name}{k}").eq(value[k]) for k in range(len(value))]
     m.submodules.sdram_clk = Instance("ODDRX1F", i_SCLK=ClockSignal(), i_RST=0, i_D0=0, i_D1=1,
                                       o_Q=top.sdram_clk)
-    dq = []
     for k in range(len(pins.dq_o)):
-        port = IOPort(1, name=f"sdram_dq{k}")
         m.submodules[f"sdram_dq{k}"] = Instance("BB", i_I=pins.dq_o[k], i_T=~pins.dq_oe,
-                                                o_O=pins.dq_i[k], io_B=port)
-        dq.append(port)
-    return dq
+                                                o_O=pins.dq_i[k],
+                                                io_B=IOPort(1, name=f"sdram_dq{k}"))

@@ -54,13 +54,15 @@ MEMORY_UNIT = 0xFFFF
 SIM_INIT_CYCLES = 16
 
 
-def sdram_model_words(memory_bytes):
-    """16-bit words of the simulation's SDRAM chip model for a memory of ``memory_bytes``: a
-    power of two, at least a row of every bank (the model keeps the low address bits of the
-    chip's)."""
-    words = -(-memory_bytes // 2)
-    least = SDRAM_TIMING.col_bits + SDRAM_TIMING.bank_bits
-    return 1 << max((words - 1).bit_length(), least)
+def sdram_chip_model(hw, storage, init_cycles=None):
+    """The SDRAM chip's model that a simulation of ``hw`` (a ``memory="sdram"`` machine) puts
+    behind the controller: :data:`SDRAM_MODEL_TIMING` at the machine's clock, deep enough for
+    the memory's bytes (:meth:`~stepforge.hdl.sdram.SDRAMChipModel.depth_for`), with
+    ``storage`` as :class:`System`'s and the controller's ``init_cycles``."""
+    return SDRAMChipModel(SDRAM_MODEL_TIMING, hw.config.clock_hz, init_cycles=init_cycles,
+                          depth_words=SDRAMChipModel.depth_for(SDRAM_MODEL_TIMING,
+                                                               hw.memory_bytes),
+                          storage=storage)
 
 #: The build targets of a :class:`System` (module doc).
 TARGETS = ("sim", "board")
@@ -175,10 +177,7 @@ class System(wiring.Component):
             self._add(m, "memory", mem)
             m.d.comb += self.debug_ready.eq(mem.debug_ready)
             if sim:
-                chip = SDRAMChipModel(SDRAM_MODEL_TIMING, mem.clk_hz,
-                                      init_cycles=SIM_INIT_CYCLES,
-                                      depth_words=sdram_model_words(hw.memory_bytes),
-                                      storage=self.storage)
+                chip = sdram_chip_model(hw, self.storage, SIM_INIT_CYCLES)
                 self._add(m, "sdram_chip", chip)
                 wiring.connect(m, mem.sdram, chip.pins)
             else:

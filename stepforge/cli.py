@@ -19,7 +19,7 @@ from .boards import DEVICES, BuildError
 from .compiler.dot import to_dot
 from .compiler.metrics import bind, metrics
 from .fuzz.command import add_arguments as fuzz_arguments, run_command as cmd_fuzz
-from .hdl.config import HardwareConfig
+from .hdl.config import MEMORIES, HardwareConfig
 from .loader import EXIT_CODES, exit_status, load, load_trace, parse_params
 from .report import check_report, metrics_report, table
 from .sim.ref.interpreter import run
@@ -244,7 +244,7 @@ def main(argv=None):
                    help="with --device: options added to the synthesis command, e.g. "
                         "--synth-flags=-dff on the up5k (shallower logic; if synthesis fails "
                         "with them it runs again without)")
-    b.add_argument("--memory", choices=["bram", "sdram"], default="bram",
+    b.add_argument("--memory", choices=list(MEMORIES), default="bram",
                    help="with --device ecp5-85f: where the tensors live; sdram: the ULX3S's "
                         "SDRAM chip beside the FPGA (its pins become ports of the design; for "
                         "programs whose tensors exceed the block RAM, e.g. SwiGLU at the "

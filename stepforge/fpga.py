@@ -13,7 +13,7 @@ from amaranth.hdl import UnusedElaboratable
 from .boards import DEVICES as BOARD_DEVICES, DoesNotFit, build
 from .compiler.errors import LoweringError
 from .compiler.types import int8
-from .hdl.config import HardwareConfig
+from .hdl.config import MEMORIES, HardwareConfig
 from .sim.rtl import compile_program
 
 __all__ = ["DEVICES", "device_config", "build_program", "fpga_point"]
@@ -28,8 +28,9 @@ def device_config(device, tile=None, memory="bram"):
     a GEMV beat of 16 products keeps its 8 MAC16 busy, where the preset's 2x2 tiles use 4).
     ``memory="sdram"`` keeps the tensors in an SDRAM chip beside the FPGA
     (:meth:`~stepforge.hdl.config.HardwareConfig.ulx3s_sdram`, the ECP5-85F only)."""
-    if memory not in ("bram", "sdram"):
-        raise ValueError(f"memory must be 'bram' or 'sdram', not {memory!r}")
+    if memory not in MEMORIES:
+        raise ValueError(f"memory must be {' or '.join(map(repr, MEMORIES))}, not "
+                         f"{memory!r}")
     if memory == "sdram" and device != "ecp5-85f":
         raise ValueError(f"memory 'sdram' is the ULX3S's chip beside an ecp5-85f, not a "
                          f"memory of the {device}")

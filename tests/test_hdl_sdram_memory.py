@@ -11,7 +11,6 @@ from amaranth.lib import wiring
 from amaranth.sim import Simulator
 
 from stepforge.hdl.config import HardwareConfig
-from stepforge.hdl.memory import MemoryGeometry
 from stepforge.hdl.memory.sdram_memory import SDRAMMemory
 from stepforge.hdl.sdram import ULX3S_SDRAM, SDRAMChipModel
 

@@ -27,8 +27,8 @@ from amaranth.lib import wiring
 from ...compiler.lower import lower
 from ...hdl.host_link import HostLinkTop
 from ...hdl.memory import lane_ram_verilog
-from ...hdl.sdram import SDRAM_STORAGE_VERILOG, SDRAMChipModel
-from ...hdl.system import SDRAM_TIMING, System, sdram_model_words
+from ...hdl.sdram import SDRAM_STORAGE_VERILOG
+from ...hdl.system import System, sdram_chip_model
 from ...sim.rtl import verilator
 from ...sim.rtl.separate import UnitLibrary
 from ...sim.rtl.shell import shell
@@ -126,9 +126,7 @@ class SimBoard:
                                timeout=self.quiet_cycles)
         design = self.top
         if config.memory == "sdram":     # the board's SDRAM chip, as its model
-            design = WithSDRAMChip(self.top, SDRAMChipModel(
-                SDRAM_TIMING, config.clock_hz,
-                depth_words=sdram_model_words(self.hw.memory_bytes), storage="verilog"))
+            design = WithSDRAMChip(self.top, sdram_chip_model(self.hw, "verilog"))
         text = library.convert(design, "top") + lane_ram_verilog(
             zero_init=True, family=config.family)
         if config.memory == "sdram":

@@ -29,9 +29,6 @@ from .port import DebugSignature, client_ports, client_shapes
 
 __all__ = ["SDRAMMemory"]
 
-#: Bits of one SDRAM word.
-SDRAM_WORD_BITS = 16
-
 
 def _const_of(values, index):
     """``values[index]`` for a list of ints (a constant when they are all equal)."""
@@ -100,11 +97,12 @@ class SDRAMMemory(wiring.Component):
         self.geometry = g = MemoryGeometry.from_config(config, size_bytes, word_bytes=word_bytes,
                                                        count_bits=count_bits,
                                                        max_segments=max_segments)
-        if g.word_bits % SDRAM_WORD_BITS or (g.word_bits // SDRAM_WORD_BITS) & (
-                g.word_bits // SDRAM_WORD_BITS - 1):
+        chip_bits = timing.data_bits
+        pieces = g.word_bits // chip_bits
+        if g.word_bits % chip_bits or pieces & (pieces - 1):
             raise ValueError(f"SDRAMMemory needs memory words of a power-of-two number of "
-                             f"16-bit SDRAM words, not {g.word_bytes}-byte words")
-        capacity = timing.words * SDRAM_WORD_BITS // 8
+                             f"{chip_bits}-bit SDRAM words, not {g.word_bytes}-byte words")
+        capacity = timing.words * chip_bits // 8
         if g.size_bytes > capacity:
             raise ValueError(f"SDRAMMemory of {g.size_bytes} bytes exceeds the chip's "
                              f"{capacity} bytes")
@@ -130,7 +128,7 @@ class SDRAMMemory(wiring.Component):
     @property
     def pieces(self):
         """SDRAM words in one memory word."""
-        return self.geometry.word_bits // SDRAM_WORD_BITS
+        return self.geometry.word_bits // self.timing.data_bits
 
     def __repr__(self):
         return (f"SDRAMMemory({self.config!r}, {self._size_bytes}, timing={self.timing!r}, "
@@ -182,6 +180,7 @@ class SDRAMMemory(wiring.Component):
         m = Module()
         g = self.geometry
         L, P = g.lanes, self.pieces
+        cw = self.timing.data_bits               # bits of one chip word
         pb = P.bit_length() - 1
         word = (1, 1, 0)                     # the word port's accesses: one-word bursts
         rshapes = self.read_ports + (word,)
@@ -255,9 +254,7 @@ class SDRAMMemory(wiring.Component):
         seg_addr = Signal(g.addr_bits, name="seq_addr")
         seg_left = Signal(range(max(r for _, r, _, *_ in shapes) + 1), name="seq_segments_left")
         head_addr = Signal(g.addr_bits, name="seq_head_addr")
-        for c in range(n):
-            with m.If(arb.onehot[c]):
-                m.d.comb += head_addr.eq(addrs[c])
+        m.d.comb += head_addr.eq(select_onehot(addrs, arb.onehot))
         with m.If(arb.grant):
             m.d.sync += [active.eq(1), client.eq(arb.index), seg_addr.eq(head_addr),
                          seg_left.eq(_const_of([r - 1 for _, r, _, *_ in shapes], arb.index))]
@@ -299,7 +296,7 @@ class SDRAMMemory(wiring.Component):
         for i in range(L):
             for p in range(P):
                 with m.If(ctl.rdata.valid & (index == i) & (piece == p)):
-                    m.d.sync += line[i][p * SDRAM_WORD_BITS:(p + 1) * SDRAM_WORD_BITS].eq(
+                    m.d.sync += line[i][p * cw:(p + 1) * cw].eq(
                         ctl.rdata.payload)
         out_valid = Signal(nr, name="rd_resp_valid")
         out_count = Signal(range(L + 1), name="rd_resp_count")
@@ -328,7 +325,7 @@ class SDRAMMemory(wiring.Component):
         m.d.comb += [ctl.wdata.valid.eq(full),
                      ctl.wdata.payload.eq(
                          held.as_value().word_select(Cat(piece[:pb], index) if pb else index,
-                                                     SDRAM_WORD_BITS))]
+                                                     cw))]
         with m.If(take):
             m.d.sync += piece.eq(Mux(piece == P - 1, 0, piece + 1))
         with m.If(word_done & line_end):

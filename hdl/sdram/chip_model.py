@@ -194,6 +194,14 @@ class SDRAMChipModel(wiring.Component):
         """Words stored."""
         return self._timing.words if self._depth_words is None else self._depth_words
 
+    @staticmethod
+    def depth_for(timing, nbytes):
+        """The least ``depth_words`` that holds ``nbytes`` from address 0: a power of two, at
+        least a row of every bank (the smallest depth the model takes)."""
+        words = -(-nbytes * 8 // timing.data_bits)
+        least = timing.banks << timing.col_bits
+        return max(1 << (words - 1).bit_length(), least)
+
     def __repr__(self):
         init = "" if self._init_cycles is None else f", init_cycles={self._init_cycles}"
         depth = "" if self._depth_words is None else f", depth_words={self._depth_words}"
