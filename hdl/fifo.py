@@ -222,7 +222,7 @@ class StreamFIFO(wiring.Component):
         wide = layout.members["data"] if beat else layout
         i_data = self.i.payload.data if beat else self.i.payload
         o_data = self.o.payload.data if beat else self.o.payload
-        regs = [Signal(Shape.cast(wide).width, name=f"data{k}") for k in range(2)]
+        regs = [Signal(Shape.cast(wide).width, name=f"data{k}", reset_less=True) for k in range(2)]
         wp = Signal(name="data_wp")
         rp = Signal(name="data_rp")
         push = Signal(name="push")
@@ -262,7 +262,7 @@ class StreamFIFO(wiring.Component):
         offered in cycle ``t + 1``; ``i.ready`` is ``level < depth``). A beat enters the head
         when the head is empty or leaves in this cycle with the queue empty, else the queue; the
         head refills from the queue. Returns the level."""
-        head = Signal(self._width, name="head")
+        head = Signal(self._width, name="head", reset_less=True)
         head_valid = Signal(name="head_valid")
         pop = Signal(name="pop")
         push = Signal(name="push")
@@ -306,7 +306,7 @@ class StreamFIFO(wiring.Component):
             return queue
         q = SimpleNamespace(w_data=Signal(self._width, name="queue_w_data"),
                             w_en=Signal(name="queue_w_en"), w_rdy=Signal(name="queue_w_rdy"),
-                            r_data=Signal(self._width, name="queue_r_data"),
+                            r_data=Signal(self._width, name="queue_r_data", reset_less=True),
                             r_en=Signal(name="queue_r_en"), r_rdy=Signal(name="queue_r_rdy"),
                             level=Signal(range(2), name="queue_level"))
         m.d.comb += [q.w_rdy.eq(~q.r_rdy), q.level.eq(q.r_rdy)]
