@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from ..contract.beat import beat_layout
 from ..hdl.config import HardwareConfig
 from ..hdl.memory import MemoryGeometry, MemoryPort, TensorPlacement
+from ..hdl.sdram import MACHINE_SDRAM
 from .dims import fmt_shape
 from .errors import LoweringError
 from .fifo_sizing import (chunk_beats, check_deadlocks, downstream, looks_ahead, lp_depths,
@@ -38,6 +39,7 @@ from .ops.feedback import check_bound
 from .ops.compute import Accum, Filter
 from .ops.io import Input, Output
 from .ops.memory import Bufferize
+from .ops.offchip import LinearOffChipLoad
 from .ops.routing import EagerMerge, Partition
 from .passes import insert_broadcasts, tie_off
 from .tiling import TilingError, element_tiles, tile_for_hardware
@@ -145,7 +147,8 @@ class LoweringContext:
         lay = self.tensor_layout[tensor.name]
         return TensorPlacement(self.geometry, tensor.dtype, tensor.shape, tuple(tile),
                                base=self.tensor_base[tensor.name], pitch=lay.get("pitch_words"),
-                               tile_pitch=lay.get("tile_pitch_words"))
+                               tile_pitch=lay.get("tile_pitch_words"),
+                               tile_order=lay.get("tile_order", "row"))
 
 
 @dataclass
@@ -164,7 +167,8 @@ class HardwareGraph:
         addresses) and the tensor's layout (:func:`tensor_layouts`): ``"pitch_words"`` (row
         ``r`` starts at ``base + r * pitch_words``) or ``"tile"``, ``"tile_row_words"`` and
         ``"tile_pitch_words"`` (tile ``k`` starts at ``base + k * tile_pitch_words``, its rows
-        one after another); :func:`~stepforge.hdl.memory.word_addresses` maps either.
+        one after another; with ``"tile_order": "col"`` the tiles are numbered column-major);
+        :func:`~stepforge.hdl.memory.word_addresses` maps either.
     streams_in, streams_out : dict of str to dict
         Host streams: ``{name: {"base", "words_per_beat", "max_beats", "rank", "elem"}}``.
     memory_bytes : int
@@ -190,6 +194,16 @@ class HardwareGraph:
             if u.name == name:
                 return u
         raise KeyError(name)
+
+    def memory_extents(self):
+        """``[(base, words)]``: the memory words of every tensor (its layout's padding
+        included) and of every host stream's region, in word addresses of :attr:`geometry`."""
+        word = self.geometry.word_bytes
+        extents = [(info["base"], _layout_words(self.program.tensors[name], info, word))
+                   for name, info in self.tensors.items()]
+        extents += [(info["base"], info["max_beats"] * info["words_per_beat"])
+                    for info in (*self.streams_in.values(), *self.streams_out.values())]
+        return extents
 
     @property
     def onchip_memory_bits(self):
@@ -356,6 +370,24 @@ def _tensor_tiles(program):
         yield tensor, tuple(tile)
 
 
+def _tile_order(program, tensor, grid):
+    """``"col"`` when every operator that moves ``tensor`` is a linear load whose walk goes down
+    the tile columns (its innermost moving dimension steps one tile row, ``grid[1]`` tiles of
+    the row-major index), else ``"row"``."""
+    rows, cols = grid
+    if rows < 2 or cols < 2:
+        return "row"
+    for node in program.nodes:
+        if getattr(node, "tensor", None) is not tensor:
+            continue
+        if not isinstance(node, LinearOffChipLoad):
+            return "row"
+        moving = [s for n, s in zip(node.out_shape, node.stride) if n > 1 and s != 0]
+        if not moving or abs(moving[-1]) != cols:
+            return "row"
+    return "col"
+
+
 def tensor_layouts(program, word, lanes, spare_bytes=0, contiguous_tiles=False):
     """How each tensor that off-chip operators move is laid out in memory, by name.
 
@@ -382,6 +414,10 @@ def tensor_layouts(program, word, lanes, spare_bytes=0, contiguous_tiles=False):
     rows narrower than the tensor, so a tile is one run of words: one SDRAM command instead
     of one per tile row (**decision**: GEMV 64x32's tiles of 4 x 4 int8 took four commands of
     two chip words each, half the cycles in the controller's per-command steps).
+    On such a machine the tiles of a tensor that every operator reads down its tile columns
+    (SwiGLU's weights, walked ``stride=(0, 1, cols)``) are laid out column-major
+    (``"tile_order": "col"``, **decision**): consecutive reads are consecutive tiles in one
+    SDRAM row instead of a row apart, each a row change of the chip.
     """
     tiles = {}
     for tensor, tile in _tensor_tiles(program):
@@ -407,6 +443,8 @@ def tensor_layouts(program, word, lanes, spare_bytes=0, contiguous_tiles=False):
                 spare_bytes -= padding
             layouts[name] = {"tile": [tr, tc], "tile_row_words": row_words,
                              "tile_pitch_words": tile_pitch}
+            if contiguous_tiles and _tile_order(program, tensor, grid) == "col":
+                layouts[name]["tile_order"] = "col"
         else:
             layouts[name] = {"pitch_words": pitch}
     return layouts
@@ -422,14 +460,32 @@ def _layout_words(tensor, layout, word):
 
 def _memory_map(program, config, layouts, word, lanes):
     """Bases of the tensors (in ``layouts``) and of the host streams, each aligned to a line:
-    ``(tensor_base, tensors, stream_base, streams_in, streams_out, words)``."""
-    cursor = 0
+    ``(tensor_base, tensors, stream_base, streams_in, streams_out, words)``, ``words`` the end
+    of the highest.
+
+    One after another from address 0; on an SDRAM machine (**decision**) in the chip's banks in
+    turn, in program order (tensors, then host streams), each bank filled from its first word
+    (the machine's chip has the bank on top of the address, :data:`~stepforge.hdl.sdram.
+    MACHINE_SDRAM`): streams that a program reads at once (SwiGLU's X, Wg and Wu, a tile of each
+    in turn) then keep one row open in each bank instead of closing each other's rows at every
+    tile, which cost the chip's precharge and activate beside every 8-word tile."""
+    if config.memory == "sdram":
+        region = MACHINE_SDRAM.bank_words * (MACHINE_SDRAM.data_bits // 8) // word
+        cursors = [b * region for b in range(MACHINE_SDRAM.banks)]
+    else:
+        cursors = [0]
+    placed = 0
 
     def take(nbytes):
-        nonlocal cursor
-        base = cursor
+        nonlocal placed
+        k = placed % len(cursors)
+        placed += 1
+        base = cursors[k]
         words = -(-nbytes // word)
-        cursor += -(-words // lanes) * lanes
+        cursors[k] += -(-words // lanes) * lanes
+        if len(cursors) > 1 and cursors[k] > (k + 1) * region:
+            raise LoweringError(f"{nbytes:,} bytes do not fit bank {k} of the SDRAM chip "
+                                f"({region * word:,} bytes a bank)")
         return base
 
     tensor_base, tensors = {}, {}
@@ -455,7 +511,8 @@ def _memory_map(program, config, layouts, word, lanes):
             info = {"base": stream_base[node.name], "words_per_beat": wpb, "max_beats": max_beats,
                     "rank": s.rank, "elem": repr(s.dtype)}
             (streams_in if isinstance(node, Input) else streams_out)[node.name] = info
-    return tensor_base, tensors, stream_base, streams_in, streams_out, cursor
+    used = [c for b, c in enumerate(cursors) if c > (b * region if len(cursors) > 1 else 0)]
+    return tensor_base, tensors, stream_base, streams_in, streams_out, max(used or [0])
 
 
 def wide_tiles(program, config):
@@ -582,7 +639,8 @@ def lower(program, config=None, *, depths=None, memory_slack_bytes=0, tiling="au
             tensor_base, tensors, stream_base, streams_in, streams_out, cursor = _memory_map(
                 program, config, layouts, word, lanes)
     memory_bytes = max(cursor * word + memory_slack_bytes, word * lanes)
-    limit = MAX_MEMORY_BYTES.get(config.family, MAX_MEMORY_BYTES[None])
+    limit = (MACHINE_SDRAM.words * MACHINE_SDRAM.data_bits // 8 if config.memory == "sdram"
+             else MAX_MEMORY_BYTES.get(config.family, MAX_MEMORY_BYTES[None]))
     if memory_bytes > limit:
         sizes = ", ".join(f"{t.name} {t.nbytes:,}" for t in program.tensors.values())
         raise LoweringError(f"the program's memory needs {memory_bytes:,} bytes (tensors: {sizes}); "

@@ -36,17 +36,17 @@ from .fifo import StreamFIFO
 from .flags import increment_split
 from .memory import DebugSignature, MemoryModel
 from .memory.sdram_memory import SDRAMMemory
-from .sdram import ULX3S_SDRAM, SDRAMChipModel, SDRAMPinSignature
+from .sdram import MACHINE_SDRAM, SDRAMChipModel, SDRAMPinSignature
 from .pmu import PMU
 from .unit import ErrorCode
 
 __all__ = ["System", "TARGETS", "MEMORY_UNIT"]
 
-#: The SDRAM chip of a ``memory="sdram"`` machine (the ULX3S's).
-SDRAM_TIMING = ULX3S_SDRAM
+#: The SDRAM chip of a ``memory="sdram"`` machine (the ULX3S's, the bank on top of the address).
+SDRAM_TIMING = MACHINE_SDRAM
 #: The chip the simulation target's model checks the controller against (the same chip; a test
 #: gives it stricter timings to see a violation reported).
-SDRAM_MODEL_TIMING = ULX3S_SDRAM
+SDRAM_MODEL_TIMING = MACHINE_SDRAM
 #: ``error_unit`` of an error raised by the memory rather than a unit (``SDRAM_TIMING``).
 MEMORY_UNIT = 0xFFFF
 #: The SDRAM controller's power-up wait in the simulation target (the chip's 200 us would be
@@ -56,12 +56,15 @@ SIM_INIT_CYCLES = 16
 
 def sdram_chip_model(hw, storage, init_cycles=None):
     """The SDRAM chip's model that a simulation of ``hw`` (a ``memory="sdram"`` machine) puts
-    behind the controller: :data:`SDRAM_MODEL_TIMING` at the machine's clock, deep enough for
-    the memory's bytes (:meth:`~stepforge.hdl.sdram.SDRAMChipModel.depth_for`), with
-    ``storage`` as :class:`System`'s and the controller's ``init_cycles``."""
+    behind the controller: :data:`SDRAM_MODEL_TIMING` at the machine's clock, deep enough to
+    keep apart every word the program's tensors and host streams occupy
+    (:meth:`~stepforge.hdl.sdram.SDRAMChipModel.depth_for_words`: the rows they reach in any
+    bank), with ``storage`` as :class:`System`'s and the controller's ``init_cycles``."""
+    chip_words = SDRAM_TIMING.data_bits // 8
+    shift = (hw.geometry.word_bytes // chip_words).bit_length() - 1
+    last = [((base + n) << shift) - 1 for base, n in hw.memory_extents() if n]
     return SDRAMChipModel(SDRAM_MODEL_TIMING, hw.config.clock_hz, init_cycles=init_cycles,
-                          depth_words=SDRAMChipModel.depth_for(SDRAM_MODEL_TIMING,
-                                                               hw.memory_bytes),
+                          depth_words=SDRAMChipModel.depth_for_words(SDRAM_TIMING, last),
                           storage=storage)
 
 #: The build targets of a :class:`System` (module doc).

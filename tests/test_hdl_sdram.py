@@ -190,6 +190,47 @@ def test_random_bursts(timing, case):
     assert [w for _, w in reads] == reference(commands, wwords, SPACE)
 
 
+BANK_HIGH = replace(ULX3S_SDRAM, t_refi=1500, address_map="bank_row_col")
+
+
+def bank_high(addr):
+    """The address with the bank, row and column of ``addr`` under the default map, under
+    ``"bank_row_col"``."""
+    bank, row, col = ULX3S_SDRAM.split(addr)
+    return (bank << (ULX3S_SDRAM.row_bits + ULX3S_SDRAM.col_bits)) | (row << ULX3S_SDRAM.col_bits) | col
+
+
+@settings(max_examples=10)
+@given(case=traffic())
+def test_random_bursts_bank_row_col(case):
+    """The random traffic of :func:`test_random_bursts` with the bank on top of the address:
+    the same banks, rows and columns at their new addresses; a burst across a row's end goes
+    on in the next row of its bank."""
+    commands, seed = case
+    commands = [(bank_high(a), w, n) for a, w, n in commands]
+    assert BANK_HIGH.split(commands[0][0]) == ULX3S_SDRAM.split(case[0][0][0])
+    rng = random.Random(seed)
+    wwords = [rng.randrange(1 << 16) for _ in range(sum(n for _, w, n in commands if w))]
+    pair = Pair(BANK_HIGH, max_burst=48, depth_words=8 * ROW_SET)   # rows 0-7 stored apart
+    words = sum(n for _, _, n in commands)
+    reads, _, _ = run_pair(pair, commands, wwords, budget=INIT + 40 + 12 * words
+                           + 30 * len(commands),
+                           cmd_gap=lambda: rng.choice([0, 0, 0, 1, 5]),
+                           wdata_gap=lambda: rng.choice([0, 0, 0, 0, 1, 3]))
+    assert [w for _, w in reads] == reference(commands, wwords, BANK_HIGH.words)
+
+
+def test_bank_row_col_keeps_a_row_open_in_each_bank():
+    """Two streams in two banks interleaved a few words at a time: with the bank on top each
+    keeps its row open (two ACTIVATEs in all); with the default map the same addresses fall
+    in one bank and every turn closes the other's row."""
+    a, b = 0, ULX3S_SDRAM.bank_words + 64          # bank 0 and bank 1 under "bank_row_col"
+    commands = [(base + 4 * k, False, 4) for k in range(8) for base in (a, b)]
+    for timing, acts in ((BANK_HIGH, 2), (replace(ULX3S_SDRAM, t_refi=1500), 16)):
+        _, trace, _ = run_pair(Pair(timing, depth_words=1 << 22), commands, [], budget=600)
+        assert sum(1 for c in trace if c is not None and c[0] == "ACT") == acts, timing
+
+
 @pytest.mark.parametrize("timing", list(TIMINGS))
 def test_crossing_and_conflicts(timing):
     """A fixed case: a write across the end of bank 3's row into bank 0 of the next row, a
@@ -513,6 +554,9 @@ def test_repr_and_members():
     assert ctrl.read_latency == 5 and ctrl.init_cycles == 50
     assert SDRAMController(ULX3S_SDRAM, CLK).init_cycles == 20_000
     assert ULX3S_SDRAM.split(0x123456) == (2, 0x123456 >> 11, 0x56)
+    assert BANK_HIGH.split(0xC12345) == (3, 0x12345 >> 9, 0x145)
+    assert BANK_HIGH.bank_words == 1 << 22
+    assert repr(BANK_HIGH) == "SDRAMTiming(t_refi=1500, address_map='bank_row_col')"
 
 
 def test_cycles():
@@ -536,6 +580,8 @@ def test_cycles():
      "SDRAMTiming data_bits must be 8, 16 or 32, not 12"),
     (lambda: replace(ULX3S_SDRAM, t_rcd=0), "SDRAMTiming t_rcd must be a positive number of "
                                              "ns, not 0"),
+    (lambda: replace(ULX3S_SDRAM, address_map="col_row_bank"),
+     "SDRAMTiming address_map must be 'row_bank_col' or 'bank_row_col', not 'col_row_bank'"),
     (lambda: replace(ULX3S_SDRAM, t_mrd_cycles=0),
      "SDRAMTiming t_mrd_cycles must be an int >= 1, not 0"),
     (lambda: ULX3S_SDRAM.cycles(200e6),

@@ -149,3 +149,64 @@ def test_times_const_is_the_product_without_a_multiplier():
     sim.add_testbench(bench)
     sim.run()
     assert "$mul" not in rtlil.convert(m, ports=[k, *outs.values()])
+
+
+def test_column_major_tile_order():
+    g = MemoryGeometry.from_config(HardwareConfig.sim(), 4096)
+    # 8x16 int16 in 4x4 tiles: a 2x4 tile grid, tile (i, j) at base + (j * 2 + i) * 8
+    p = TensorPlacement(g, int16, (8, 16), (4, 4), base=8, tile_pitch=8, tile_order="col")
+    assert (p.row_step, p.col_step, p.words, p.start_lane) == (8, 16, 64, 0)
+    assert [p.tile_addr(k) for k in range(8)] == [8 + 8 * (k % 4 * 2 + k // 4) for k in range(8)]
+    assert repr(p).endswith("tile_pitch=8, tile_order='col')")
+    m = Module()
+    k = Signal(3, name="k")
+    addr = Signal(g.addr_bits, name="addr")
+    m.d.comb += addr.eq(p.address_of(k))
+
+    async def bench(ctx):
+        for i in range(p.ntiles):
+            ctx.set(k, i)
+            assert ctx.get(addr) == p.tile_addr(i)
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()
+    for bad in ({"tile_order": "col"}, {"tile_pitch": 8, "tile_order": "diagonal"}):
+        with pytest.raises(ValueError, match="tile order"):
+            TensorPlacement(g, int16, (8, 16), (4, 4), **bad)
+    # the host's view: a 4x4 tensor of 2x2 tiles (one word a tile row), tiles column-major
+    info = {"base": 0, "shape": [4, 4], "row_words": 2, "tile": [2, 2], "tile_row_words": 1,
+            "tile_pitch_words": 2, "tile_order": "col"}
+    # tiles 0 (0, 0), 1 (0, 1), 2 (1, 0), 3 (1, 1) at 0, 4, 2, 6
+    assert word_addresses(info).tolist() == [0, 4, 1, 5, 2, 6, 3, 7]
+
+
+def test_the_sdram_machine_places_tensors_in_banks_and_weights_by_columns():
+    """On the SDRAM machine each tensor starts a bank of its own (in turn), and a tensor
+    that every load walks down its tile columns is laid out column-major: SwiGLU's weights,
+    not X (walked along its rows) nor Y (stored)."""
+    from stepforge.hdl.sdram import MACHINE_SDRAM
+    hw = lower(_example("swiglu", B=8, H=16, I=16), HardwareConfig.ulx3s_sdram())
+    region = MACHINE_SDRAM.bank_words * 2 // hw.geometry.word_bytes
+    names = ["X", "Wg", "Wu", "Wd", "Y"]
+    assert [hw.tensors[n]["base"] for n in names[:4]] == [0, region, 2 * region, 3 * region]
+    # Y follows X in bank 0, at the next line
+    lanes = hw.geometry.lanes
+    assert hw.tensors["Y"]["base"] == -(-_span(hw, "X") // lanes) * lanes
+    assert [hw.tensors[n].get("tile_order", "row") for n in names] == ["row", "col", "col",
+                                                                       "col", "row"]
+    addrs = np.concatenate([word_addresses(i) for i in hw.tensors.values()])
+    assert len(set(addrs.tolist())) == len(addrs) and addrs.max() < hw.geometry.size_words
+    chip = hw.geometry.word_bytes // 2             # chip words a memory word
+    banks = {n: {MACHINE_SDRAM.split(int(a) * chip)[0] for a in word_addresses(hw.tensors[n])}
+             for n in names}
+    assert banks == {"X": {0}, "Wg": {1}, "Wu": {2}, "Wd": {3}, "Y": {0}}
+    # the block RAM machine keeps everything in one run from address 0, row-major tiles
+    bram = lower(_example("swiglu", B=8, H=16, I=16), device_config("ecp5-85f"))
+    assert max(t["base"] for t in bram.tensors.values()) < 4096
+    assert all("tile_order" not in t for t in bram.tensors.values())
+
+
+def _span(hw, name):
+    base, n = tensor_span(hw.tensors[name])
+    return base + n - hw.tensors[name]["base"]

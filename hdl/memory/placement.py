@@ -43,6 +43,12 @@ class TensorPlacement:
         A tile-major layout: words from one tile to the next (at least the tile's words; a
         multiple of the lanes starts every tile in one lane, :attr:`start_lane`). Excludes
         ``pitch``.
+    tile_order : {"row", "col"}, default "row"
+        With ``tile_pitch``: the order of the tiles in memory, row-major over the tile grid
+        (tile ``(i, j)`` at ``base + (i * cols/tc + j) * tile_pitch``) or column-major (at
+        ``base + (j * rows/tr + i) * tile_pitch``: the tiles of one tile column follow each
+        other, for walks that go down the columns). The linear tile index of the walks stays
+        row-major either way.
 
     Raises
     ------
@@ -51,7 +57,8 @@ class TensorPlacement:
         tensor does not fit the memory.
     """
 
-    def __init__(self, geometry, dtype, shape, tile, base=0, pitch=None, tile_pitch=None):
+    def __init__(self, geometry, dtype, shape, tile, base=0, pitch=None, tile_pitch=None,
+                 tile_order="row"):
         if not isinstance(geometry, MemoryGeometry):
             raise TypeError(f"TensorPlacement geometry must be a MemoryGeometry, not {geometry!r}")
         self.geometry, self.dtype = geometry, dtype
@@ -79,8 +86,14 @@ class TensorPlacement:
             raise ValueError(f"the pitch of a tile-major layout must be an int >= the tile's "
                              f"{self.tile_words} words, without a row pitch, not "
                              f"tile_pitch={tile_pitch!r}, pitch={pitch!r}")
+        if tile_order not in ("row", "col") or (tile_order == "col" and tile_pitch is None):
+            raise ValueError(f"the tile order of a placement must be 'row' or 'col' (with a "
+                             f"tile_pitch), not tile_order={tile_order!r}, "
+                             f"tile_pitch={tile_pitch!r}")
         #: Words from one tile to the next in a tile-major layout (None: row-major).
         self.tile_pitch = tile_pitch
+        #: The order of the tiles of a tile-major layout over the tile grid.
+        self.tile_order = tile_order
         #: Words from one tensor row to the next in memory (the row's words, plus padding).
         self.pitch = natural if pitch is None else pitch
         self.tensor_row_words = self.pitch
@@ -99,10 +112,14 @@ class TensorPlacement:
             self.col_step = self.row_words
             self.row_step = tr * self.tensor_row_words
             self.words = rows * self.pitch
-        else:
+        elif tile_order == "row":
             self.col_step = tile_pitch
             self.row_step = self.grid[1] * tile_pitch
             self.words = self.grid[0] * self.row_step
+        else:
+            self.row_step = tile_pitch
+            self.col_step = self.grid[0] * tile_pitch
+            self.words = self.grid[1] * self.col_step
         if self.base + self.words > geometry.size_words:
             raise ValueError(f"tensor {self.shape} of {dtype!r} ({self.words} words at {self.base}) "
                              f"does not fit the memory's {geometry.size_words} words")
@@ -132,7 +149,7 @@ class TensorPlacement:
         """
         k = Value.cast(index)
         k = k[:max(1, ceil_log2(self.ntiles))]
-        if self.tile_pitch is not None:
+        if self.tile_pitch is not None and self.tile_order == "row":
             return self.base + times_const(k, self.tile_pitch)
         gc = self.grid[1]
         return self.base + times_const(k // gc, self.row_step) + times_const(k % gc, self.col_step)
@@ -167,6 +184,8 @@ class TensorPlacement:
         pitch = f", pitch={self.pitch}" if self.pitch != natural else ""
         if self.tile_pitch is not None:
             pitch = f", tile_pitch={self.tile_pitch}"
+            if self.tile_order != "row":
+                pitch += f", tile_order={self.tile_order!r}"
         return (f"TensorPlacement({self.geometry!r}, {self.dtype!r}, {self.shape}, {self.tile}"
                 f"{base}{pitch})")
 
@@ -179,7 +198,7 @@ def word_addresses(info):
     info : Mapping
         The tensor's entry in the lowering's tensor map: ``"base"``, ``"shape"``, ``"row_words"``
         (words of one tensor row) and its layout, ``"pitch_words"`` (row-major) or ``"tile"``,
-        ``"tile_row_words"`` and ``"tile_pitch_words"`` (tile-major;
+        ``"tile_row_words"``, ``"tile_pitch_words"`` and optionally ``"tile_order"`` (tile-major;
         :func:`~stepforge.compiler.lower.tensor_layouts`).
 
     Returns
@@ -192,7 +211,10 @@ def word_addresses(info):
     r, c = np.meshgrid(np.arange(rows), np.arange(n), indexing="ij")
     if "tile_pitch_words" in info:
         tr, w = info["tile"][0], info["tile_row_words"]
-        tile = (r // tr) * (n // w) + c // w
+        if info.get("tile_order", "row") == "col":
+            tile = (c // w) * (rows // tr) + r // tr
+        else:
+            tile = (r // tr) * (n // w) + c // w
         addr = tile * info["tile_pitch_words"] + (r % tr) * w + c % w
     else:
         addr = r * info["pitch_words"] + c

@@ -195,12 +195,14 @@ class SDRAMChipModel(wiring.Component):
         return self._timing.words if self._depth_words is None else self._depth_words
 
     @staticmethod
-    def depth_for(timing, nbytes):
-        """The least ``depth_words`` that holds ``nbytes`` from address 0: a power of two, at
-        least a row of every bank (the smallest depth the model takes)."""
-        words = -(-nbytes * 8 // timing.data_bits)
-        least = timing.banks << timing.col_bits
-        return max(1 << (words - 1).bit_length(), least)
+    def depth_for_words(timing, words):
+        """The least ``depth_words`` that stores apart every word address up to each of
+        ``words`` in its bank (addresses as ``timing``'s map cuts them): the model keeps a
+        word at ``column | bank | row`` (low bits first), so the rows the addresses reach
+        decide; a power of two, at least a row of every bank."""
+        rows = max((timing.split(w)[1] for w in words), default=0) + 1
+        return max(1 << ((rows << (timing.bank_bits + timing.col_bits)) - 1).bit_length(),
+                   timing.banks << timing.col_bits)
 
     def __repr__(self):
         init = "" if self._init_cycles is None else f", init_cycles={self._init_cycles}"

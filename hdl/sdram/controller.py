@@ -238,13 +238,13 @@ class SDRAMController(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         t, cyc, pins = self._timing, self._cycles, self.pins
-        cb, bb, nb = t.col_bits, t.bank_bits, t.banks
+        cb, nb = t.col_bits, t.banks
 
         # -- the burst being walked: its next word's address and the words left
         addr = Signal(t.addr_bits, name="burst_addr")
         remaining = Signal(range(self._max_burst + 1), name="burst_remaining")
         writing = Signal(name="burst_write")
-        col, bank, row = addr[:cb], addr[cb:cb + bb], addr[cb + bb:]
+        col, bank, row = t.fields(addr)
         open_rows = [Signal(t.row_bits, name=f"open_row{b}") for b in range(nb)]
         open_banks = Signal(nb, name="open_banks")
 
@@ -345,8 +345,7 @@ class SDRAMController(wiring.Component):
         # the command on ``cmd`` falls in a bank's open row: every bank's row compared at
         # once, then the command's bank picks one (the multiplexer of rows in front of one
         # comparator was 9 cells into the state, a worst path of the SwiGLU board build)
-        cmd_bank = self.cmd.payload.addr[cb:cb + bb]
-        cmd_row = self.cmd.payload.addr[cb + bb:]
+        _, cmd_bank, cmd_row = t.fields(self.cmd.payload.addr)
         bank_hits = Signal(nb, name="cmd_bank_hits")
         cmd_hit = Signal(name="cmd_row_hit")
         m.d.comb += [bank_hits.eq(Cat(*(open_banks[b] & (open_rows[b] == cmd_row)

@@ -1,11 +1,15 @@
 """The SDRAM chip's geometry and timings, in nanoseconds and in cycles of a clock."""
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from fractions import Fraction
 from numbers import Real
 
-__all__ = ["SDRAMTiming", "SDRAMCycles", "ULX3S_SDRAM", "MAX_CLK_HZ"]
+__all__ = ["SDRAMTiming", "SDRAMCycles", "ULX3S_SDRAM", "MACHINE_SDRAM", "MAX_CLK_HZ",
+           "ADDRESS_MAPS"]
+
+#: The address maps of :class:`SDRAMTiming` (``address_map``).
+ADDRESS_MAPS = ("row_bank_col", "bank_row_col")
 
 #: The fastest clock for each CAS latency: the slower of the ULX3S's two chips (IS42S16160G-7,
 #: MT48LC16M16A2-6A), rounded down to a whole MHz: 166 MHz at CL 3, 100 MHz at CL 2.
@@ -53,13 +57,19 @@ class SDRAMTiming:
 
     The defaults are :data:`ULX3S_SDRAM`, the ULX3S board's 32 MB chip.
 
-    **Address map.** A word address is ``row | bank | column``, the column in the low
-    ``col_bits``, the bank above it, the row on top:
-    ``addr = (row << (bank_bits + col_bits)) | (bank << col_bits) | col``. Consecutive words fill
-    one row of one bank; the next ``2**col_bits`` words are the same row of the next bank, so a
-    long stream goes round the banks and leaves each row open behind it: the row it opens next
-    is in another bank, whose precharge and activate do not wait for the row just streamed
-    (tRAS, tRC) and which a later controller can open while the current row streams.
+    **Address map** (``address_map``). ``"row_bank_col"`` (the default): a word address is
+    ``row | bank | column``, the column in the low ``col_bits``, the bank above it, the row on
+    top: ``addr = (row << (bank_bits + col_bits)) | (bank << col_bits) | col``. Consecutive
+    words fill one row of one bank; the next ``2**col_bits`` words are the same row of the next
+    bank, so a long stream goes round the banks and leaves each row open behind it: the row it
+    opens next is in another bank, whose precharge and activate do not wait for the row just
+    streamed (tRAS, tRC) and which a later controller can open while the current row streams.
+    ``"bank_row_col"``: the bank on top, ``addr = (bank << (row_bits + col_bits)) | (row <<
+    col_bits) | col``: each bank is one contiguous quarter (or half) of the chip, so data
+    placed in different banks (:attr:`bank_words` apart) keeps a row open in each, and streams
+    that interleave word by word never close each other's rows (the lowering puts tensors in
+    banks in turn on an SDRAM machine). A long stream changes rows within one bank, a
+    precharge and an activate every ``2**col_bits`` words.
 
     Parameters
     ----------
@@ -84,6 +94,8 @@ class SDRAMTiming:
         Cycles from LOAD MODE REGISTER to the next command.
     cas_latency : int, default 3
         2 or 3.
+    address_map : {"row_bank_col", "bank_row_col"}, default "row_bank_col"
+        How a word address is cut into bank, row and column (above).
 
     Raises
     ------
@@ -105,6 +117,7 @@ class SDRAMTiming:
     t_init: float = 200_000
     t_mrd_cycles: int = 2
     cas_latency: int = 3
+    address_map: str = "row_bank_col"
 
     def __post_init__(self):
         def check(name, ok, what):
@@ -120,6 +133,7 @@ class SDRAMTiming:
                   and math.isfinite(v), "a positive number of ns")
         check("t_mrd_cycles", lambda v: _is_int(v) and v >= 1, "an int >= 1")
         check("cas_latency", lambda v: _is_int(v) and v in (2, 3), "2 or 3")
+        check("address_map", lambda v: v in ADDRESS_MAPS, " or ".join(map(repr, ADDRESS_MAPS)))
 
     def __repr__(self):
         changed = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in fields(self)
@@ -146,12 +160,30 @@ class SDRAMTiming:
         """Width of the ``A`` pins: the row, and at least A0-A10 (A10 selects all banks)."""
         return max(self.row_bits, 11)
 
+    @property
+    def bank_words(self):
+        """Words of one bank (``2**(row_bits + col_bits)``): with ``"bank_row_col"``, the
+        distance from one bank's first word to the next's."""
+        return 1 << (self.row_bits + self.col_bits)
+
     def split(self, addr):
         """``(bank, row, col)`` of the word address ``addr`` (see the address map)."""
         col = addr & ((1 << self.col_bits) - 1)
-        bank = (addr >> self.col_bits) & (self.banks - 1)
-        row = (addr >> (self.col_bits + self.bank_bits)) & ((1 << self.row_bits) - 1)
+        if self.address_map == "bank_row_col":
+            row = (addr >> self.col_bits) & ((1 << self.row_bits) - 1)
+            bank = (addr >> (self.col_bits + self.row_bits)) & (self.banks - 1)
+        else:
+            bank = (addr >> self.col_bits) & (self.banks - 1)
+            row = (addr >> (self.col_bits + self.bank_bits)) & ((1 << self.row_bits) - 1)
         return bank, row, col
+
+    def fields(self, addr):
+        """``(col, bank, row)``: the slices of the Amaranth value ``addr`` (a word address of
+        :attr:`addr_bits`) that hold them (see the address map)."""
+        cb, bb, rb = self.col_bits, self.bank_bits, self.row_bits
+        if self.address_map == "bank_row_col":
+            return addr[:cb], addr[cb + rb:cb + rb + bb], addr[cb:cb + rb]
+        return addr[:cb], addr[cb:cb + bb], addr[cb + bb:cb + bb + rb]
 
     def cycles(self, clk_hz):
         """The timings in cycles of a ``clk_hz`` clock (:class:`SDRAMCycles`).
@@ -191,3 +223,8 @@ class SDRAMTiming:
 ULX3S_SDRAM = SDRAMTiming(data_bits=16, banks=4, row_bits=13, col_bits=9, t_rp=20, t_rcd=20,
                           t_ras=44, t_rc=66, t_rrd=15, t_wr=15, t_rfc=66, t_refi=7812.5,
                           t_init=200_000, t_mrd_cycles=2, cas_latency=3)
+
+#: The chip of a ``memory="sdram"`` machine (:class:`~stepforge.hdl.config.HardwareConfig`):
+#: the ULX3S's, addressed with the bank on top (``"bank_row_col"``), the lowering placing
+#: tensors in its banks in turn.
+MACHINE_SDRAM = replace(ULX3S_SDRAM, address_map="bank_row_col")
