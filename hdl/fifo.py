@@ -229,8 +229,13 @@ class StreamFIFO(wiring.Component):
         pop = Signal(name="pop")
         m.d.comb += [push.eq(self.i.valid & self.i.ready), pop.eq(self.o.valid & self.o.ready),
                      o_data.eq(Mux(rp, regs[1], regs[0]))]
+        # The register at ``wp`` is free whenever the FIFO is not full (slots fill in order),
+        # and a free register follows the input: a push leaves the beat in it, and its enable
+        # is made of registers (``i.ready``, ``wp``) instead of the producer's ``valid`` (the
+        # push into a memory line generator's request registers was an ECP5 GEMV path at
+        # 200 MHz, from the store's input beat through its decision)
         for k, reg in enumerate(regs):
-            with m.If(push & (wp == k)):
+            with m.If(self.i.ready & (wp == k)):
                 m.d.sync += reg.eq(i_data)
         with m.If(push):
             m.d.sync += wp.eq(~wp)

@@ -5,6 +5,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..config import HardwareConfig
+from ..flags import accumulate_split
 from .arbiter import RoundRobin, select_onehot
 from .geometry import MemoryGeometry, check_count, index_shape, quiet_on_error
 from .lane_ram import LaneRAM, organize
@@ -73,7 +74,8 @@ class MemoryModel(wiring.Component):
     stall : ``In(1)``
         No line is granted in a cycle where it is high (simulation: random contention).
     bytes_read, bytes_written : ``Out(counter_bits)``
-        Bytes moved by granted client lines since reset.
+        Bytes moved by granted client lines since reset (exact from two cycles after a
+        line's grant: :func:`~stepforge.hdl.flags.accumulate_split`).
     """
 
     @quiet_on_error
@@ -254,10 +256,9 @@ class MemoryModel(wiring.Component):
 
         moved = Signal(range(L * W + 1), name="s_bytes")
         m.d.comb += moved.eq(s_line.count * W)
-        with m.If(s_valid & ~s_write):
-            m.d.sync += self.bytes_read.eq(self.bytes_read + moved)
-        with m.If(s_valid & s_write):
-            m.d.sync += self.bytes_written.eq(self.bytes_written + moved)
+        # (two short carry chains: the high bits take the low half's carry a cycle later)
+        accumulate_split(m, self.bytes_read, moved, s_valid & ~s_write)
+        accumulate_split(m, self.bytes_written, moved, s_valid & s_write)
 
         # -- stage M: the lanes' words arrive; gather the response line --------------------------
         # the granted line's description follows its words through the lane RAMs

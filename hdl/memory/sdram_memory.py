@@ -22,6 +22,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..config import HardwareConfig
 from ..fifo import StreamFIFO
+from ..flags import accumulate_split
 from ..sdram import SDRAMController, SDRAMPinSignature, SDRAMTiming
 from .arbiter import RoundRobin, select_onehot
 from .geometry import MemoryGeometry, check_count, index_shape, quiet_on_error
@@ -76,7 +77,8 @@ class SDRAMMemory(wiring.Component):
     stall : ``In(1)``
         No burst is granted in a cycle where it is high.
     bytes_read, bytes_written : ``Out(counter_bits)``
-        Bytes of the granted bursts (counted in the cycle after the grant).
+        Bytes of the granted bursts (counted from the cycle after the grant, the high bits a
+        cycle later still: :func:`~stepforge.hdl.flags.accumulate_split`).
     ready : ``Out(1)``
         The chip is initialized (bursts are served only then; requests wait).
     sdram : ``Out(SDRAMPinSignature.for_timing(timing))``
@@ -269,10 +271,8 @@ class SDRAMMemory(wiring.Component):
                                         arb.index)),
                      count_read.eq(arb.grant & (arb.index < nu)),
                      count_write.eq(arb.grant & (arb.index >= nr) & (arb.index < n - 1))]
-        with m.If(count_read):
-            m.d.sync += self.bytes_read.eq(self.bytes_read + moved)
-        with m.If(count_write):
-            m.d.sync += self.bytes_written.eq(self.bytes_written + moved)
+        accumulate_split(m, self.bytes_read, moved, count_read)
+        accumulate_split(m, self.bytes_written, moved, count_write)
         m.d.comb += [ctl.cmd.valid.eq(active),
                      ctl.cmd.payload.addr.eq(seg_addr << pb),
                      ctl.cmd.payload.write.eq(client >= nr),

@@ -118,7 +118,7 @@ class MatmulNode(_Node):
         """As :meth:`ElementwiseNode.elaborate`. With ``acc_init`` (``mac`` only; a tile of
         constants) the node's register is the PCU's accumulator: every sum adds to it, it
         restarts from ``acc_init`` after a step whose ``reset`` is set (and on the domain's
-        reset), and a stop-only beat adds zero products (its ``a`` operands are zero), so that
+        reset, a cycle late: :meth:`_held_reset`), and a stop-only beat adds zero products (its ``a`` operands are zero), so that
         ``nxt`` is the accumulator at every beat's output stage. The accumulator operand is then
         not read. ``acc_bits`` (with ``acc_init``; :meth:`accumulator_bits`): the accumulator
         and its adders keep that many bits, sign-extended into ``nxt``."""
@@ -126,6 +126,7 @@ class MatmulNode(_Node):
         self.acc_bits = acc_bits if acc_init is not None and acc_bits is not None \
             else self.out_dtype.bits
         self._flags = {}
+        self._reset = None
         M, N, U = self.m, self.n, self.multipliers
         merged = acc_init is not None
         piped = self.latency > 0
@@ -263,8 +264,8 @@ class MatmulNode(_Node):
     def _acc_write(self, m, stages, k, steps, regs, *, restart_at=None):
         """Write ``(register, value, init)`` triples of a merged accumulator at stage ``k`` when
         it holds one of ``steps``; restart them from init when stage ``restart_at`` (default
-        ``k``) holds a beat's last step after which the accumulator restarts, and on the
-        domain's reset. One enable and one reset per register, each a gate after the pipeline's
+        ``k``) holds a beat's last step after which the accumulator restarts, and while the
+        domain's reset is (a cycle late, :meth:`_held_reset`). One enable and one reset per register, each a gate after the pipeline's
         enable: when every output adds in every step the registers take their value whenever
         the pipeline moves, else when a register of its own (write or restart) says so."""
         restart_at = k if restart_at is None else restart_at
@@ -280,10 +281,23 @@ class MatmulNode(_Node):
                     m.d.sync += flag.eq(w.valid & w.has(steps) | r.valid & r.reset)
                 self._flags[key] = flag
             enable = stages[k].enable & self._flags[key]
-        with m.If(enable | ResetSignal()):
+        held = self._held_reset(m)
+        with m.If(enable | held):
             m.d.sync += [r.eq(v) for r, v, _ in regs]
-            with m.If(restart | ResetSignal()):
+            with m.If(restart | held):
                 m.d.sync += [r.eq(i) for r, _, i in regs]
+
+    def _held_reset(self, m):
+        """The domain's reset a cycle late, in a register of the node's own: the accumulator
+        restarts while it is high. The unit's reset is the System's hold until ``start``, one
+        flip-flop fanned out to every unit, and through the accumulators' enables it was the
+        worst ECP5 GEMV path at 200 MHz (48 inputs, 5.5 ns over 4 cells). A beat's sum reaches
+        the accumulator two cycles after the reset falls at the earliest (its operands come
+        through a FIFO and the issue stage), so the late copy loses nothing."""
+        if self._reset is None:
+            self._reset = Signal(name=f"{self.name}_reset_held", init=1, reset_less=True)
+            m.d.sync += self._reset.eq(ResetSignal())
+        return self._reset
 
     def _split_sum(self, m, stages, terms, acc, acc_init, h):
         """The running sums as low and high halves: the low ``h`` bits at the stage before the
