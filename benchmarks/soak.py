@@ -67,6 +67,7 @@ ROOT = Path(__file__).resolve().parent.parent
 KINDS = {
     "memory": [("tests/test_hdl_memory.py::test_random_bursts_match_a_flat_memory", 1)],
     "sdram": [("tests/test_hdl_sdram.py::test_random_bursts", 1),
+              ("tests/test_hdl_sdram.py::test_random_bursts_bank_row_col", 1),
               ("tests/test_hdl_sdram_memory.py::test_random_bursts_match_a_flat_memory", 1)],
     "pmu": [("tests/test_hdl_pmu.py::test_round_trip_gives_back_the_input", 1),
             ("tests/test_hdl_pmu.py::test_static_repeat_matches_interpreter", 1),
