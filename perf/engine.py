@@ -212,6 +212,11 @@ class StepSeq(Actor):
         A consumed beat is popped ``pop_off`` cycles after its step starts.
     t0 : int
         The first step's earliest start.
+    tails : dict of Edge to (array of int, int), optional
+        For a held output, ``(steps, off)``: step ``steps[j]`` starts no earlier than beat
+        ``j``'s push less ``off`` (one step for each beat but the last ``slack``), instead of
+        beat ``j + slack``'s own step less its ``off`` (a PCU without a spare,
+        :func:`~stepforge.perf.units._pcu`).
 
     Notes
     -----
@@ -226,8 +231,9 @@ class StepSeq(Actor):
     #: :meth:`_bounds_quiet`); False recomputes every time (the same schedule).
     skip_quiet = True
 
-    def __init__(self, name, cost, ins=(), outs=(), pop_off=0, t0=0):
+    def __init__(self, name, cost, ins=(), outs=(), pop_off=0, t0=0, tails=None):
         self.name = name
+        self.tails = dict(tails or {})
         self.cost = np.asarray(cost, dtype=np.int64)
         self.S = S = len(self.cost)
         self.pop_off = pop_off if type(pop_off) is int else _per_step(pop_off, S)
@@ -272,6 +278,14 @@ class StepSeq(Actor):
                 k = e.depth
                 tail = None if k >= e.n else _view(steps[k:], S)
                 comb.append((e, st, tail, k))
+            elif e in self.tails:
+                tst, toff = self.tails[e]
+                if len(tst) != max(e.n - slack, 0):
+                    raise AssertionError(f"{self.name}: {len(tst)} steps wait for {e.name}'s "
+                                         f"{e.n} beats through a slack of {slack}")
+                tail = (_view(np.asarray(tst, dtype=np.int64), S), _uniform(toff)) \
+                    if len(tst) else None
+                held.append((e, st, _uniform(off), slack, tail))
             else:
                 tail = None if slack >= e.n else (_view(steps[slack:], S),
                                                   _uniform(off if type(off) is int
@@ -280,7 +294,7 @@ class StepSeq(Actor):
         self._plan = ins, comb, held
         # the unit's own output loop in closed form (:meth:`update`) when a result's readiness
         # never binds a later step through the slack, only the FIFO's room does
-        self._closed = all(_closed_form(self.cost, steps, off, slack)
+        self._closed = all(_closed_form(self.cost, steps, off, slack, self.tails.get(e))
                            for e, steps, off, slack in self.outs if slack)
         # the first input with a beat in every step starts the inputs' bound
         self._full = next((i for i, (_, st, _) in enumerate(ins) if st is None), None)
@@ -520,15 +534,33 @@ class StepSeq(Actor):
         return int(self.T[-1] + self.cost[-1]) if self.S else 0
 
 
-def _closed_form(cost, steps, off, slack):
+def _closed_form(cost, steps, off, slack, tail=None):
     """Whether a held output (beats in ``steps``, ready ``off`` after their step starts) never
     holds a later step back through its ``slack`` except by the FIFO's room: for beats ``i <
     j`` the step of beat ``j`` starts at least ``cost[steps[i]] + (j - i - 1)`` after beat
     ``i``'s, so ``off[i] - cost[steps[i]] - off[j] <= slack - 1`` makes beat ``i``'s readiness
-    (and its chain, one beat a cycle) no later than what beat ``j = i + slack`` waits for."""
+    (and its chain, one beat a cycle) no later than what beat ``j = i + slack`` waits for.
+    ``tail``: the output's ``(steps, off)`` of :class:`StepSeq`'s ``tails`` (:func:`_closed_tail`)."""
+    if tail is not None:
+        return _closed_tail(cost, steps, off, *tail)
     if type(off) is int or len(off) <= slack:
         return True         # a constant offset: off - cost[i] - off <= -1 < slack
     return int((off - cost[steps]).max()) - int(off.min()) <= slack - 1
+
+
+def _closed_tail(cost, steps, off, tail, toff):
+    """:func:`_closed_form` for a held output whose beat ``j`` bounds step ``tail[j]`` (the
+    ``tails`` of :class:`StepSeq`): the readiness of beat ``i <= j`` (and its chain, one beat a
+    cycle), less ``toff``, never binds step ``tail[j]``, which starts at least ``cost[steps[i]]
+    + (tail[j] - steps[i] - 1)`` after beat ``i``'s step. Since ``steps[j] - steps[i] >= j -
+    i``, ``max(off - cost[steps]) - toff <= min(tail - steps - 1)`` suffices."""
+    m = len(tail)
+    if m == 0:
+        return True
+    st = np.asarray(steps[:m])
+    late = int((off - cost[steps]).max())
+    toff = int(toff) if type(toff) is int else int(np.min(toff))
+    return late - toff <= int((np.asarray(tail) - st - 1).min())
 
 
 def _le(a, b):

@@ -18,10 +18,20 @@ __all__ = ["LoadActor", "ReaderActor", "StoreActor"]
 
 class LoadActor(Actor):
     """A load unit: a command per output beat, a tile buffer slot per tile, its lines through the
-    memory, the beat out when its last line has arrived."""
+    memory, the beat out when its last line has arrived.
+
+    **The output register.** A tile leaves its slot for the unit's output register
+    (``hdl/offchip_load.py``, step 4) when the register is empty or being read, which is when
+    the beat before it is pushed into the FIFO: the slot of beat ``k`` is free at ``S[k] =
+    max(ready[k], P[k - 1] + 1)``, not at its own push ``P[k] = max(ready[k], room[k], P[k - 1]
+    + 1)``. The two differ only while the FIFO is full: the register then holds one more beat,
+    and the buffer takes one more tile's command (``buffer_tiles`` slots, the register and the
+    FIFO's entries: ``buffer_tiles + 1 + depth`` tiles ahead of the consumer; :meth:`_freed`)."""
 
     #: cycles after a beat leaves until its slot takes the next tile's command
     slot_free = 0
+    #: a beat waits in an output register, out of its slot, while the FIFO is full
+    out_register = True
 
     def __init__(self, u, ins, out, mem, tm):
         self.name = u.name
@@ -43,6 +53,7 @@ class LoadActor(Actor):
         self.latency = comp.placement.geometry.latency
         self.client = mem.client(self.name, "read", len(self.data), lines)
         self.T = np.zeros(n, dtype=np.int64)
+        self._ready = filled(n, NEG)            # the last update's ready times (_freed)
         self.busy_cycles = len(self.data) * lines
         self.watch = [out, self.client] + ([self.ref] if self.ref is not None else [])
 
@@ -88,22 +99,26 @@ class LoadActor(Actor):
         once = slots is not None and self._closed
         if once and every:
             return self._alone(base, room, slots) if alone else self._ordered(base, slots)
+        ready = self._ready      # a lower bound of this update's (the bounds only rise)
         if once:
             # the slots wait for what the pushes owe to the room and to the others' grants
             if alone:
                 P = self.out.room_chain()
+                ready = None        # a tile's own data frees its slot in time (_closed_slots)
             else:
                 held = filled(n, NEG)
                 held[d] = self._grants() + self._extra
+                ready = held.copy()
                 P = chain(np.maximum(held, room, out=held))
         for _ in range(LOCAL_ROUNDS):
             # a tile takes a slot of the buffer: the tile ``buf`` tiles before it must have left
+            # its slot (for the output register, or for the FIFO)
             if slots is None:
                 a = base
             else:
                 a = base.copy()
                 dst, src = slots
-                a[dst] = np.maximum(a[dst], P[src] + self.slot_free if self.slot_free else P[src])
+                a[dst] = np.maximum(a[dst], self._freed(P, ready)[src])
             T = chain(a)
             if every:
                 own = self._estimate(T + gd)
@@ -112,7 +127,7 @@ class LoadActor(Actor):
                 ready = T + 1
                 own = self._estimate(T[d] + gd)
                 ready[d] = own + self._extra
-            before, P = P, chain(np.maximum(ready, room, out=ready))
+            before, P = P, chain(np.maximum(ready, room))
             if slots is None or once or same(P, before):
                 break           # the same pushes: the same slots, steps and grants
         changed = not same(T, self.T)
@@ -123,9 +138,24 @@ class LoadActor(Actor):
             if every:
                 ready = self._grants() + self._extra
             else:
+                ready = ready.copy()
                 ready[d] = self._grants() + self._extra
             P = chain(np.maximum(ready, room))
+        self._ready = ready
         return self._publish(T, P, changed)
+
+    def _freed(self, P, ready):
+        """Per beat, the cycle its slot takes a later tile's command, for pushes ``P`` and ready
+        times ``ready`` (None: they bind no slot): ``max(ready[k], P[k - 1] + 1)`` (the class
+        doc's output register), a host reader's ``P[k] + slot_free`` (its credit returns as the
+        beat leaves)."""
+        if not self.out_register:
+            return P + self.slot_free if self.slot_free else P
+        S = np.empty_like(P)
+        if len(S):
+            S[0] = NEG
+            np.add(P[:-1], 1, out=S[1:])
+        return S if ready is None else np.maximum(S, ready, out=S)
 
     def _grants(self):
         """The grant of each of this unit's tiles' last line (the memory's, or its own alone)."""
@@ -162,12 +192,13 @@ class LoadActor(Actor):
         R = self.out.room_chain()
         a = base.copy()
         dst, src = slots
-        a[dst] = np.maximum(a[dst], R[src] + self.slot_free if self.slot_free else R[src])
+        a[dst] = np.maximum(a[dst], self._freed(R, None)[src])
         T = chain(a)
         client = self.client
         times = T + self.tm.grant_delay
         own = times if client.lines == 1 else client.grants(times)
-        P = np.maximum(own + self._extra, R)
+        self._ready = own + self._extra
+        P = np.maximum(self._ready, R)
         changed = not same(T, self.T)
         self.T = T
         changed |= self._request(times, own, P)
@@ -181,10 +212,11 @@ class LoadActor(Actor):
         grants rise by a cycle a request at least. The slots wait for these pushes, and the
         steps request their lines."""
         R = self.out.room_chain()
-        P = np.maximum(self._grants() + self._extra, R)
+        self._ready = ready = self._grants() + self._extra
+        P = np.maximum(ready, R)
         a = base.copy()
         dst, src = slots
-        a[dst] = np.maximum(a[dst], P[src] + self.slot_free if self.slot_free else P[src])
+        a[dst] = np.maximum(a[dst], self._freed(P, ready)[src])
         T = chain(a)
         changed = not same(T, self.T)
         self.T = T
@@ -218,6 +250,7 @@ class ReaderActor(LoadActor):
     granted at once, and are not modelled."""
 
     slot_free = 1
+    out_register = False
 
     def __init__(self, u, out, mem, tm):
         comp = u.component
@@ -232,6 +265,7 @@ class ReaderActor(LoadActor):
         self.spec = speculative_bursts(comp, n)
         self.client = mem.client(self.name, "read", n + self.spec, comp.nlines)
         self.T = np.zeros(n, dtype=np.int64)
+        self._ready = filled(n, NEG)
         self.busy_cycles = n * comp.nlines
         self.watch = [out, self.client]
         k = n + np.arange(self.spec) - self.buf          # the beat whose credit each one waits for

@@ -3,13 +3,24 @@
 The write side takes a beat per cycle and sends a buffer's ref two cycles after its closing beat
 (its input queue and its ref FIFO); buffer ``k`` waits until every read side has released buffer
 ``k - slots``. A read side takes a buffer id, starts replaying it ``pmu_start`` cycles later, one
-beat per cycle into its output FIFO, and releases the buffer after its last replayed beat.
+beat per cycle into its output FIFO, and releases the buffer as it reads the buffer's last entry.
+
+**Where a release binds** (``hdl/pmu/replay_engine.py``, ``writer.py``). The replay engine
+issues a read while fewer than ``pmu_places`` (4) of its beats are in its two stages and its
+output FIFO: the read of beat ``s`` is issued at ``I[s] = max(I[s - 1] + 1, P[s - 4] + 1,
+start)``, three cycles before its push at the earliest, and the read of a buffer's last entry
+raises its release. The release frees the buffer's block (the arbiter takes it, the walker
+pushes the block onto the free list), and the writer stores the next buffer's first beat
+``pmu_alloc`` (3) cycles after that issue at the earliest. The writer's two-entry input queue
+takes that beat and the one after it before then: the beat two after a buffer's first is taken
+from the FIFO the cycle after the first is stored (``I + 4``). A buffer of one or two beats
+closes with a beat that is stored, and sends its ref, no earlier than that.
 """
 
 import numpy as np
 
 from .beats import fit, mapping_in
-from .engine import StepSeq, strided
+from .engine import NEG, StepSeq, chain, filled, strided
 
 __all__ = ["write_side", "ReadSide"]
 
@@ -30,19 +41,35 @@ def write_side(u, ins, outs, tm, readers):
     starts[0] = 0
     np.add(ends, 1, out=starts[1:])
     slots = comp.params.slots or comp.params.blocks
-    seq.buffer_sizes = np.diff(starts, append=S)
+    seq.buffer_sizes = sizes = np.diff(starts, append=S)
+    alloc, queue = tm.pmu_alloc, WRITE_QUEUE
 
-    plans = {}          # per read side: the buffers that wait for a release, and which
+    plans = {}          # per read side: the steps that wait for a release, which, and how long
+
+    def plan_for(r):
+        # buffer b stores its first beat (step starts[b]) ``alloc`` cycles after the read of
+        # buffer b - slots's last entry; the queue takes that beat and the next before then
+        k = np.arange(len(starts)) - slots
+        ok = (k >= 0) & (k < len(r.release))
+        plan = []
+        after = starts + queue
+        m = ok & (after < S)
+        if m.any():             # the beat ``queue`` after the first enters the queue then
+            plan.append((strided(after[m]), strided(k[m]), alloc + 1))
+        for j in range(queue):  # a buffer closed within the queue: its closing beat's store
+            m = ok & (sizes == j + 1)
+            if m.any():
+                plan.append((strided(starts[m] + j), strided(k[m]), alloc - 1 + j))
+        return plan
 
     def slot_bound():
         out = []
         for r in readers:
             plan = plans.get(id(r))
             if plan is None:
-                k = np.arange(len(starts)) - slots
-                ok = (k >= 0) & (k < len(r.release))
-                plan = plans[id(r)] = (strided(starts[ok]), strided(k[ok]))
-            out.append((plan[0], r.release[plan[1]] + 1))
+                plan = plans[id(r)] = plan_for(r)
+            for steps, k, wait in plan:
+                out.append((steps, r.release[k] + wait))
         return out
     seq.extra.append(slot_bound)
     seq.readers = readers
@@ -88,6 +115,7 @@ class ReadSide(StepSeq):
 
         ok = self.first_take >= 0
         starts, takes = strided(self.first[ok]), strided(self.first_take[ok])
+        self._starts, self._takes = starts, takes
 
         def start_bound():
             return [(starts, bufs.P[takes] + tm.pmu_start)]
@@ -96,5 +124,30 @@ class ReadSide(StepSeq):
     def update(self):
         changed = super().update()
         if len(self.first):
-            self.release = self.outs[0][0].P[self._last]
+            self.release = self.issues()[self._last]
         return changed
+
+    def issues(self):
+        """The cycle the replay engine issues each beat's read (module doc): a cycle after a
+        place frees (the push ``pmu_places`` beats before), one a cycle, a buffer's first no
+        earlier than the cycle after its id was pushed (``pmu_start - 3``: its push comes three
+        cycles after the issue). From the pushes alone, so that the write side, which watches
+        them, sees every change; a lower bound of the read side's own steps' issue."""
+        P = self.outs[0][0].P
+        k = self.tm.pmu_places
+        a = filled(self.S, NEG)
+        if self.S > k:
+            np.add(P[:-k], 1, out=a[k:])
+        v = a[self._starts]
+        low = self.bufs.P[self._takes] + (self.tm.pmu_start - PMU_ISSUE)
+        if type(self._starts) is slice:
+            np.maximum(v, low, out=v)
+        else:
+            a[self._starts] = np.maximum(v, low)
+        return chain(a)
+
+
+#: Cycles from a replayed beat's read to its push at the earliest (two stages, the FIFO).
+PMU_ISSUE = 3
+#: Beats the writer's input queue takes before it stores the first (``WriteDecoder``).
+WRITE_QUEUE = 2

@@ -30,7 +30,8 @@ __all__ = ["build_unit", "value_ports", "Timing"]
 class Timing:
     """The constants of the model that are not a unit's parameter: handshake offsets measured
     once against the RTL (``docs/perf.md``, "Calibration")."""
-    pcu_slack = 2           # the PCU's output register and its spare (1 without the spare)
+    pcu_slack = 2           # the PCU's output register and its spare (without the spare, the
+                            # register and the stopped pipeline's output stage: units._pcu)
     hold_slack = 1          # a held beat (Promote, Reshape, RepeatStatic, the FlatMap units)
     load_ready = 2          # cycles from a tile's last line on the response bus to its beat
     grant_delay = 2         # a request's first line is granted two cycles after it is accepted
@@ -38,6 +39,10 @@ class Timing:
     pmu_start = 4           # a buffer id accepted in t gives its first beat in t + 4 (the
                             # replay engine's command queue is one of them)
     pmu_slack = 2           # the read side's two-entry output FIFO
+    pmu_places = 4          # a read side issues a read while fewer of its beats are in flight
+                            # (its two stages and output FIFO: ReplayEngine's credit)
+    pmu_alloc = 3           # the read of a buffer's last entry in t frees its block for the
+                            # writer's store in t + 3 (release, walker, free list)
     router_start = 1        # a router loads its first selector element
     select_ready = 2        # a group's first beat moves 2 cycles after its selector element's
                             # push at the earliest (visible, then in the unit's register)
@@ -75,9 +80,20 @@ def _pcu(u, ins, outs, tm):
         idx = None
     else:
         idx = mapping_out(out.n, S)
-    return [StepSeq(u.name, cost, in_maps, [(out, idx, cost + comp.latency,
-                                                  tm.pcu_slack if comp.skid else 1)],
-                    pop_off=cost - 1)]
+    if comp.skid:
+        return [StepSeq(u.name, cost, in_maps, [(out, idx, cost + comp.latency, tm.pcu_slack)],
+                        pop_off=cost - 1)]
+    # no spare (an Accum whose results are two beats apart or more, hdl/pcu/pcu.py): a result
+    # that meets a full output register waits in the output stage with the pipeline stopped,
+    # so the unit holds two results (the register's and the output stage's), and the step
+    # after a result's waits with it: the pipeline stops ``latency + cost - 2`` cycles after
+    # result ``j``'s step starts, unless result ``j - 1`` has left the register by then, and
+    # moves again the cycle after it leaves. The first step after result ``j``'s starts no
+    # earlier than result ``j - 1``'s push less ``latency - 2`` (docs/perf.md, 2026-11-28)
+    emits = np.arange(S) if idx is None else np.flatnonzero(np.asarray(idx) >= 0)
+    tail = emits[1:-1] + 1
+    return [StepSeq(u.name, cost, in_maps, [(out, idx, cost + comp.latency, 2)],
+                    pop_off=cost - 1, tails={out: (tail, int(comp.latency) - 2)})]
 
 
 def _generic(u, ins, outs, tm, *, hold=False, cost=1, t0=0):

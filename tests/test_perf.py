@@ -183,3 +183,21 @@ def test_lp_sizing_never_needs_more_bits_than_the_rule(name, params):
 def test_lower_refuses_an_unknown_sizing():
     with pytest.raises(ValueError, match="fifo_sizing must be 'rule' or 'lp', not 'fast'"):
         lower(deadlock_program(), fifo_sizing="fast")
+
+
+# SwiGLU B=64 H=64 I=64 on the ECP5 runs in 25,021 cycles in Verilator, bit-exact:
+#   stepforge run examples/swiglu.py -p B=64 -p H=64 -p I=64 --config ecp5
+# (188,676 cycles with --config ecp5-sdram). The units' model now follows the hardware here (the
+# hardware's own grant order, taken from a Verilator trace, settles in the model at 24,990 cycles),
+# but the memory's round-robin passes swing between two kinds of order (22.2k and 24.4-25.5k
+# cycles) and one pass takes 242 rounds, over solve()'s cap of 144: the model reports a deadlock
+# (docs/perf.md, "2026-11-28: SwiGLU B64 H64 I64 on the ECP5"). strict: mark it fixed when it is.
+@pytest.mark.xfail(strict=True, raises=(Deadlock, AssertionError),
+                   reason="the memory's round-robin order does not settle (docs/perf.md, 2026-11-28)")
+def test_swiglu_b64_h64_i64_on_the_ecp5_settles_within_5_percent_of_verilator():
+    from stepforge.hdl.config import HardwareConfig
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        hw = lower(load(EXAMPLES / "swiglu.py").build(B=64, H=64, I=64), HardwareConfig.ecp5_85f())
+    cycles = predict(hw).cycles
+    assert abs(cycles - 25_021) <= 0.05 * 25_021, cycles
