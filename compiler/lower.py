@@ -471,9 +471,10 @@ def _memory_map(program, config, layouts, word, lanes):
     tile, which cost the chip's precharge and activate beside every 8-word tile."""
     if config.memory == "sdram":
         region = MACHINE_SDRAM.bank_words * (MACHINE_SDRAM.data_bits // 8) // word
-        cursors = [b * region for b in range(MACHINE_SDRAM.banks)]
+        starts = [b * region for b in range(MACHINE_SDRAM.banks)]
     else:
-        cursors = [0]
+        starts = [0]
+    cursors = list(starts)
     placed = 0
 
     def take(nbytes):
@@ -483,7 +484,7 @@ def _memory_map(program, config, layouts, word, lanes):
         base = cursors[k]
         words = -(-nbytes // word)
         cursors[k] += -(-words // lanes) * lanes
-        if len(cursors) > 1 and cursors[k] > (k + 1) * region:
+        if len(starts) > 1 and cursors[k] > starts[k] + region:
             raise LoweringError(f"{nbytes:,} bytes do not fit bank {k} of the SDRAM chip "
                                 f"({region * word:,} bytes a bank)")
         return base
@@ -511,8 +512,8 @@ def _memory_map(program, config, layouts, word, lanes):
             info = {"base": stream_base[node.name], "words_per_beat": wpb, "max_beats": max_beats,
                     "rank": s.rank, "elem": repr(s.dtype)}
             (streams_in if isinstance(node, Input) else streams_out)[node.name] = info
-    used = [c for b, c in enumerate(cursors) if c > (b * region if len(cursors) > 1 else 0)]
-    return tensor_base, tensors, stream_base, streams_in, streams_out, max(used or [0])
+    end = max((c for c, start in zip(cursors, starts) if c > start), default=0)
+    return tensor_base, tensors, stream_base, streams_in, streams_out, end
 
 
 def wide_tiles(program, config):

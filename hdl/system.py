@@ -60,9 +60,8 @@ def sdram_chip_model(hw, storage, init_cycles=None):
     keep apart every word the program's tensors and host streams occupy
     (:meth:`~stepforge.hdl.sdram.SDRAMChipModel.depth_for_words`: the rows they reach in any
     bank), with ``storage`` as :class:`System`'s and the controller's ``init_cycles``."""
-    chip_words = SDRAM_TIMING.data_bits // 8
-    shift = (hw.geometry.word_bytes // chip_words).bit_length() - 1
-    last = [((base + n) << shift) - 1 for base, n in hw.memory_extents() if n]
+    pieces = hw.geometry.word_bits // SDRAM_TIMING.data_bits    # chip words a memory word
+    last = [(base + n) * pieces - 1 for base, n in hw.memory_extents() if n]
     return SDRAMChipModel(SDRAM_MODEL_TIMING, hw.config.clock_hz, init_cycles=init_cycles,
                           depth_words=SDRAMChipModel.depth_for_words(SDRAM_TIMING, last),
                           storage=storage)

@@ -166,24 +166,23 @@ class SDRAMTiming:
         distance from one bank's first word to the next's."""
         return 1 << (self.row_bits + self.col_bits)
 
+    def _spans(self):
+        """``(low bit, width)`` of the bank, the row and the column in a word address: the one
+        place the address map is written down (:meth:`split`, :meth:`fields`)."""
+        cb, bb, rb = self.col_bits, self.bank_bits, self.row_bits
+        if self.address_map == "bank_row_col":
+            return (cb + rb, bb), (cb, rb), (0, cb)
+        return (cb, bb), (cb + bb, rb), (0, cb)
+
     def split(self, addr):
         """``(bank, row, col)`` of the word address ``addr`` (see the address map)."""
-        col = addr & ((1 << self.col_bits) - 1)
-        if self.address_map == "bank_row_col":
-            row = (addr >> self.col_bits) & ((1 << self.row_bits) - 1)
-            bank = (addr >> (self.col_bits + self.row_bits)) & (self.banks - 1)
-        else:
-            bank = (addr >> self.col_bits) & (self.banks - 1)
-            row = (addr >> (self.col_bits + self.bank_bits)) & ((1 << self.row_bits) - 1)
-        return bank, row, col
+        return tuple((addr >> low) & ((1 << width) - 1) for low, width in self._spans())
 
     def fields(self, addr):
         """``(col, bank, row)``: the slices of the Amaranth value ``addr`` (a word address of
         :attr:`addr_bits`) that hold them (see the address map)."""
-        cb, bb, rb = self.col_bits, self.bank_bits, self.row_bits
-        if self.address_map == "bank_row_col":
-            return addr[:cb], addr[cb + rb:cb + rb + bb], addr[cb:cb + rb]
-        return addr[:cb], addr[cb:cb + bb], addr[cb + bb:cb + bb + rb]
+        bank, row, col = (addr[low:low + width] for low, width in self._spans())
+        return col, bank, row
 
     def cycles(self, clk_hz):
         """The timings in cycles of a ``clk_hz`` clock (:class:`SDRAMCycles`).
