@@ -2,7 +2,7 @@
 
 from types import SimpleNamespace
 
-from amaranth.hdl import Module, Mux, Shape, Signal, unsigned
+from amaranth.hdl import C, Module, Mux, Shape, Signal, unsigned
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -181,7 +181,11 @@ class StreamFIFO(wiring.Component):
             self.i.ready.eq(room),
             push.eq(self.i.valid & room),
             fetch.eq(nonempty & (~out_valid | self.o.ready)),
-            wr.addr.eq(produce), wr.data.eq(self.i.payload), wr.en.eq(push),
+            # the slot at ``produce`` is free whenever there is room, so it follows the input:
+            # its write enable is the registered ``room``, not the producer's ``valid`` (the
+            # worst iCE40 load unit paths went from the walk's last step through the push into
+            # the tag queue's storage, 5 LUT levels)
+            wr.addr.eq(produce), wr.data.eq(self.i.payload), wr.en.eq(room),
             rd.addr.eq(consume), rd.en.eq(fetch),
             self.o.payload.eq(rd.data), self.o.valid.eq(out_valid),
         ]

@@ -247,10 +247,15 @@ class System(wiring.Component):
 
         any_error = Signal(name="any_error")
         # the SDRAM chip's model (simulation target) flags a broken timing rule as an error of
-        # the memory: a design that would fail on the chip does not pass in simulation
+        # the memory: a design that would fail on the chip does not pass in simulation.
+        # The units' sticky flags wait a cycle in registers: the OR over every unit was three
+        # LUT levels in front of the run's state (the worst iCE40 CSR paths); the run stops
+        # one cycle after the first error, naming the unit and code as before.
+        errors = Signal(len(owners) + 1, name="unit_errors")
         chip_fault = chip.violation if chip is not None else C(0, 1)
-        m.d.comb += any_error.eq(Cat(*[u.component.status.error for u in owners], chip_fault)
-                                 .any())
+        m.d.sync += errors.eq(Cat(*[u.component.status.error for u in owners], chip_fault))
+        m.d.comb += any_error.eq(errors.any())
+        chip_fault = errors[-1]
         error_unit = Signal(16, name="error_unit")
         error_code = Signal(8, name="error_code")
         cycles = Signal(32, name="cycles")
@@ -272,8 +277,9 @@ class System(wiring.Component):
                 with m.If(chip_fault):       # (a unit's error below wins over the memory's)
                     m.d.sync += [error_unit.eq(MEMORY_UNIT),
                                  error_code.eq(ErrorCode.SDRAM_TIMING)]
-                for u in reversed(owners):   # the lowest unit id wins among simultaneous errors
-                    with m.If(comps[u.name].status.error):
+                for k in reversed(range(len(owners))):  # the lowest unit id wins among
+                    u = owners[k]                           # simultaneous errors
+                    with m.If(errors[k]):
                         m.d.sync += [error_unit.eq(u.uid), error_code.eq(comps[u.name].status.code)]
             with m.Elif(all_done):
                 m.d.sync += [done.eq(1), running.eq(0)]
