@@ -178,12 +178,11 @@ class _TileFetcher(wiring.Component):
                     m.d.sync += [wr_line.eq(wr_line + 1), wr_last.eq(wr_line == len(lines) - 2)]
 
         # -- output: the head beat moves into the output register -----------------------------
-        # ``head_full``: the head slot's tile has arrived (``slots_full`` is not 0, registered);
-        # ``stale``: the head slot was written in the cycle it was read (or, with a registered
-        # read address, another slot was read), so ``head_tile`` is not the head's tile yet and
-        # the slot is read again
-        head_full = Signal(name="head_full")
-        stale = Signal(name="stale")
+        # ``tile_ok``: the head slot's tile has arrived (``slots_full`` is not 0) and is not
+        # stale (the head slot was written in the cycle it was read, or, with a registered
+        # read address, another slot was read, so ``head_tile`` is not the head's tile yet and
+        # the slot is read again); one register, so the move is two LUT levels
+        tile_ok = Signal(name="head_tile_ok")
         head = tags.o.payload
         avail = Signal(name="head_ready")
         move = Signal(name="move")
@@ -191,7 +190,7 @@ class _TileFetcher(wiring.Component):
         out_beat = Signal.like(out.payload, name="out_beat")
         tile = Signal(T * g.word_bits, name="head_tile")    # the tile buffer's read (below)
         m.d.comb += [
-            avail.eq(tags.o.valid & (~head.has_data | (head_full & ~stale))),
+            avail.eq(tags.o.valid & (~head.has_data | tile_ok)),
             move.eq(avail & (~out_valid | out.ready)),
             tags.o.ready.eq(move),
             out.valid.eq(out_valid),
@@ -205,8 +204,12 @@ class _TileFetcher(wiring.Component):
                 out_beat.stop.eq(head.stop),
                 out_beat.last.eq(head.last),
             ]
+        # (a data tile leaves: from the head's registers and the output's room, not through
+        # ``move``, so that it is two LUT levels too)
         freed = Signal(name="freed")
-        m.d.comb += freed.eq(move & head.has_data)
+        data_avail = Signal(name="head_tile_ready")
+        m.d.comb += [data_avail.eq(tags.o.valid & head.has_data & tile_ok),
+                     freed.eq(data_avail & (~out_valid | out.ready))]
         # the slot after the head is a register beside it (the wrap-around increment is not
         # on the path from the head pointer into the tile buffer's read address)
         rd_after = Signal.like(rd_slot, name="rd_slot_after", init=1 % K)
@@ -241,12 +244,17 @@ class _TileFetcher(wiring.Component):
         # this cycle is the next head slot when no other full slot lies between them: no full
         # slot is left after this cycle's move (a write needs a slot in flight, so ``nfull``
         # is below ``K`` whenever ``resp.valid``)
-        m.d.sync += [
-            head_full.eq(Mux(completes & ~freed, 1,
-                             Mux(~completes & freed, nfull >= 2, nfull != 0))),
-            stale.eq(freed | (resp.valid & (nfull == 0)) if registered_read else
-                     resp.valid & Mux(freed, nfull == 1, nfull == 0)),
-        ]
+        # (``full_*``: the head slot is full after this cycle; ``ok_*``: and not read again;
+        # for a move of a tile and for none, the move choosing last)
+        full_freed = Mux(completes, nfull != 0, nfull >= 2)
+        full_kept = Mux(completes, 1, nfull != 0)
+        if registered_read:
+            ok_freed = C(0, 1)
+            ok_kept = full_kept & ~(resp.valid & (nfull == 0))
+        else:
+            ok_freed = full_freed & ~(resp.valid & (nfull == 1))
+            ok_kept = full_kept & ~(resp.valid & (nfull == 0))
+        m.d.sync += tile_ok.eq(Mux(freed, ok_freed, ok_kept))
         sent = Signal(name="request_sent")
         m.d.comb += sent.eq(reqq.o.valid & reqq.o.ready)
         req_room = below_after(nreqs, 2, alloc, sent)      # the burst queue will have room
