@@ -9,7 +9,7 @@ from amaranth.lib.wiring import In, Out
 
 from .flags import below_after, count_step
 
-__all__ = ["StreamFIFO"]
+__all__ = ["StreamFIFO", "lut_queue"]
 
 
 class StreamFIFO(wiring.Component):
@@ -307,12 +307,12 @@ class StreamFIFO(wiring.Component):
         return head_valid + queue.level
 
     def _queue(self, m, depth):
-        """The queue behind the head: a :class:`~amaranth.lib.fifo.SyncFIFO`, or for one entry a
-        plain register with the same ports (a ``SyncFIFO`` of depth 1 has zero-width pointers,
-        which Verilog declares as ``[-1:0]``)."""
+        """The queue behind the head, with the ports and the timing of a
+        :class:`~amaranth.lib.fifo.SyncFIFO` of ``depth`` (``w_data``, ``w_en``, ``w_rdy``,
+        ``r_data``, ``r_en``, ``r_rdy``, ``level``; ``r_data`` read asynchronously). For one
+        entry a plain register."""
         if depth > 1:
-            m.submodules.queue = queue = fifo.SyncFIFO(width=self._width, depth=depth)
-            return queue
+            return lut_queue(m, self._width, depth)
         q = SimpleNamespace(w_data=Signal(self._width, name="queue_w_data"),
                             w_en=Signal(name="queue_w_en"), w_rdy=Signal(name="queue_w_rdy"),
                             r_data=Signal(self._width, name="queue_r_data", reset_less=True),
@@ -328,3 +328,49 @@ class StreamFIFO(wiring.Component):
         with m.Elif(q.r_en):
             m.d.sync += q.r_rdy.eq(0)
         return q
+
+
+def lut_queue(m, width, depth, *, name="queue"):
+    """A first-in first-out queue of ``depth >= 2`` entries of ``width`` bits, built into ``m``,
+    with the ports and the timing of :class:`~amaranth.lib.fifo.SyncFIFO` (``r_data`` read
+    asynchronously: LUT RAM or flip-flops), returned as a namespace of ``w_data``, ``w_en``,
+    ``w_rdy``, ``r_data``, ``r_en``, ``r_rdy`` and ``level``.
+
+    Its flags are registers of their own (:func:`~stepforge.hdl.flags.below_after`), and its
+    free slot follows the input: the storage's write enable is the registered ``w_rdy``, not
+    the push, which on most paths depends on the producer's ``valid`` and on a consumer's
+    ``ready`` (Amaranth's ``SyncFIFO`` enables its storage with them: the PMU replay's output
+    queue was 4 LUT levels into 111 flip-flop enables on a UP5K). Signals and the storage are
+    named after ``name``.
+    """
+    if depth < 2:
+        raise ValueError(f"lut_queue depth must be >= 2, not {depth!r}")
+    storage = Memory(shape=unsigned(width), depth=depth, init=[])
+    m.submodules[f"{name}_storage"] = storage
+    wr = storage.write_port()
+    rd = storage.read_port(domain="comb")
+    q = SimpleNamespace(w_data=Signal(width, name=f"{name}_w_data"),
+                        w_en=Signal(name=f"{name}_w_en"),
+                        w_rdy=Signal(name=f"{name}_w_rdy", init=1),
+                        r_data=Signal(width, name=f"{name}_r_data"),
+                        r_en=Signal(name=f"{name}_r_en"), r_rdy=Signal(name=f"{name}_r_rdy"),
+                        level=Signal(range(depth + 1), name=f"{name}_level"))
+    produce = Signal(range(depth), name=f"{name}_produce")
+    consume = Signal(range(depth), name=f"{name}_consume")
+    push = Signal(name=f"{name}_push")
+    pop = Signal(name=f"{name}_pop")
+    m.d.comb += [wr.addr.eq(produce), wr.data.eq(q.w_data), wr.en.eq(q.w_rdy),
+                 rd.addr.eq(consume), q.r_data.eq(rd.data),
+                 push.eq(q.w_en & q.w_rdy), pop.eq(q.r_en & q.r_rdy)]
+
+    def advanced(ptr):
+        return Mux(ptr == depth - 1, 0, ptr + 1)
+
+    with m.If(push):
+        m.d.sync += produce.eq(advanced(produce))
+    with m.If(pop):
+        m.d.sync += consume.eq(advanced(consume))
+    m.d.sync += [q.level.eq(count_step(q.level, push, pop)),
+                 q.w_rdy.eq(below_after(q.level, depth, push, pop)),
+                 q.r_rdy.eq(~below_after(q.level, 1, push, pop))]
+    return q

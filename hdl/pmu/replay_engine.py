@@ -164,13 +164,17 @@ class ReplayEngine(wiring.Component):
         m.d.sync += [used.eq(used + issue - pop),
                      credit.eq(below_after(used, 4, issue, pop) & ~halt)]
         bad_loaded = Signal(name="bad_loaded")  # a command loaded has failed its check (sticky)
+        # ``active & ~bad_loaded``, one register (set from both next values), so that the issue
+        # is an AND of four flip-flops, one LUT level (it enables the read address, the walk
+        # and stage 1: five levels on the UP5K's GEMM through a two-level issue)
+        act_good = Signal(name="active_good")
         m.d.comb += [
             # not ``| rel.taken``: the arbiter's decision stays out of the issue logic (a release
             # right behind another waits one more cycle)
             rel_ok.eq(~(final & rel_block)),
-            # ``~halt``, ``~bad_loaded``: a command found bad has been loaded (below); it issues
-            # nothing
-            issue.eq(act & credit & rel_ok & ~bad_loaded),
+            # (``credit`` holds ``~halt``, ``act_good`` ``~bad_loaded``: a command found bad has
+            # been loaded, below; it issues nothing)
+            issue.eq(act_good & credit & rel_ok),
         ]
 
         # -- acceptance and its checks ---------------------------------------------------------
@@ -195,7 +199,9 @@ class ReplayEngine(wiring.Component):
         # the check's outcome is registered and raises the error a cycle later (the buffer lookup
         # behind the command queue's pop was the worst iCE40 replay path, 8 LUTs deep); the
         # command it failed issues nothing meanwhile
-        m.d.sync += bad_loaded.eq(bad_loaded | (cmd_fire & bad))
+        m.d.sync += [bad_loaded.eq(bad_loaded | (cmd_fire & bad)),
+                     act_good.eq(Mux(cmd_fire, ~bad & ~bad_loaded,
+                                     act_good & ~(issue & final)))]
         raise_error(m, self.status, ErrorCode.BAD_BUFFER, bad_loaded)
 
         rd_addr = Signal(range(max(pmu.blocks * bsize, 2)), name="read_addr")

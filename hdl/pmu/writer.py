@@ -1,11 +1,12 @@
 """The write side of a PMU (Bufferize): entries into memory, bounds, descriptors, ``refs``."""
 
 from amaranth.hdl import Module, Mux, Signal, unsigned
-from amaranth.lib import fifo, wiring
+from amaranth.lib import wiring
 from amaranth.lib.memory import WritePort
 from amaranth.lib.wiring import In, Out
 
 from ...contract.beat import beat_layout, beat_signature
+from ..fifo import lut_queue
 from ..flags import below_after
 from ..unit import ErrorCode, StatusSignature, raise_error
 from .interfaces import AllocSignature
@@ -94,7 +95,8 @@ class Writer(wiring.Component):
         # -- stage 2, the write stage: the head beat into memory ------------------------------
         i0 = dec.out
         h = i0.payload
-        m.submodules.refs_fifo = refs_fifo = fifo.SyncFIFO(width=refs_layout.size, depth=3)
+        # (its storage follows the input: the write decision reaches only the pointer and flags)
+        refs_fifo = lut_queue(m, refs_layout.size, 3, name="refs_fifo")
         m.d.comb += [self.refs.payload.eq(refs_fifo.r_data), self.refs.valid.eq(refs_fifo.r_rdy),
                      refs_fifo.r_en.eq(self.refs.ready)]
 
