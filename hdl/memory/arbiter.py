@@ -44,16 +44,20 @@ class RoundRobin(wiring.Component):
     grant : ``Out(1)``
         A requester is granted this cycle.
     index : ``Out(range(n))``
-        Which one.
+        Which one (the choice's index, whatever ``enable``: meaningful with ``grant``).
     onehot : ``Out(n)``
         The same grant, one bit per requester (no decoding of ``index`` on the paths that
         steer by it).
+    choice : ``Out(n)``
+        The requester that is granted when ``enable`` is high, one bit per requester, whatever
+        ``enable``: a multiplexer that only matters in a granted cycle steers by it and stays
+        off ``enable``'s path.
     """
 
     def __init__(self, n):
         self.n = check_count("RoundRobin n", n, 1)
         super().__init__({"requests": In(n), "enable": In(1), "grant": Out(1),
-                          "index": Out(index_shape(n)), "onehot": Out(n)})
+                          "index": Out(index_shape(n)), "onehot": Out(n), "choice": Out(n)})
 
     def __repr__(self):
         return f"RoundRobin({self.n})"
@@ -62,18 +66,19 @@ class RoundRobin(wiring.Component):
         m = Module()
         n = self.n
         last = Signal(index_shape(n), init=n - 1, name="last_grant")
+        index = Signal.like(self.index, name="choice_index")
+        with m.Switch(last):
+            for p in range(n):
+                with (m.Case(p) if p < n - 1 else m.Default()):
+                    order = [(p + k) % n for k in range(1, n + 1)]
+                    with m.If(self.requests[order[0]]):
+                        m.d.comb += [index.eq(order[0]), self.choice[order[0]].eq(1)]
+                    for c in order[1:]:
+                        with m.Elif(self.requests[c]):
+                            m.d.comb += [index.eq(c), self.choice[c].eq(1)]
+        m.d.comb += self.index.eq(index)
         with m.If(self.enable):
-            with m.Switch(last):
-                for p in range(n):
-                    with (m.Case(p) if p < n - 1 else m.Default()):
-                        order = [(p + k) % n for k in range(1, n + 1)]
-                        with m.If(self.requests[order[0]]):
-                            m.d.comb += [self.grant.eq(1), self.index.eq(order[0]),
-                                         self.onehot[order[0]].eq(1)]
-                        for c in order[1:]:
-                            with m.Elif(self.requests[c]):
-                                m.d.comb += [self.grant.eq(1), self.index.eq(c),
-                                             self.onehot[c].eq(1)]
+            m.d.comb += [self.grant.eq(self.requests.any()), self.onehot.eq(self.choice)]
         with m.If(self.grant):
             m.d.sync += last.eq(self.index)
         return m

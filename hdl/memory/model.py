@@ -219,8 +219,9 @@ class MemoryModel(wiring.Component):
         s_dbg_row = Signal(len(s_line.rows[0]), name="s_word_row")
         s_dbg_word = Signal(g.word_bits, name="s_word_wdata")
         m.d.sync += [s_valid.eq(arb.grant), s_write.eq(arb.index >= nr), s_client.eq(arb.index),
+                     # (the line steers by the choice: ``s_line`` matters only with ``s_valid``)
                      s_line.eq(select_onehot([gen.line.payload.as_value() for gen in gens],
-                                             arb.onehot)),
+                                             arb.choice)),
                      s_dbg_we.eq(w_we), s_dbg_re.eq(w_re),
                      s_dbg_lane.eq(w_addr[:g.lane_bits] if g.lane_bits else 0),
                      s_dbg_row.eq(w_addr[g.lane_bits:]), s_dbg_word.eq(w_wdata)]
@@ -232,7 +233,7 @@ class MemoryModel(wiring.Component):
         wsel = [fixed_sel(port) for port in ports[nr:]]
         wfixed = bool(self.write) and all(sel is not None for sel in wsel)
         if self.write:
-            wgrant = arb.onehot[nr:]
+            wgrant = arb.choice[nr:]          # (``s_wdata`` matters only with ``s_valid``)
             if wfixed:
                 m.d.sync += [s_data[j].eq(select_onehot([p.data.payload[sel[j]] for p, sel
                                                          in zip(self.write, wsel)], wgrant))

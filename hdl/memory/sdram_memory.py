@@ -256,7 +256,7 @@ class SDRAMMemory(wiring.Component):
         seg_addr = Signal(g.addr_bits, name="seq_addr")
         seg_left = Signal(range(max(r for _, r, _, *_ in shapes) + 1), name="seq_segments_left")
         head_addr = Signal(g.addr_bits, name="seq_head_addr")
-        m.d.comb += head_addr.eq(select_onehot(addrs, arb.onehot))
+        m.d.comb += head_addr.eq(select_onehot(addrs, arb.choice))   # (loaded on a grant)
         with m.If(arb.grant):
             m.d.sync += [active.eq(1), client.eq(arb.index), seg_addr.eq(head_addr),
                          seg_left.eq(_const_of([r - 1 for _, r, _, *_ in shapes], arb.index))]
