@@ -216,7 +216,8 @@ def build(hw, ref, timing=None, depths=None):
 def _settle(edges, actors, mem, max_rounds=None, timing=None):
     """The fixed point with each client alone at the memory, then again with the memory's lines
     in the order of that schedule, and, while a load starves, in a round robin's order of the
-    last schedule's requests (:mod:`stepforge.perf.memory`, passes 1 to 3)."""
+    last schedule's requests until that order is its own schedule's round robin
+    (:mod:`stepforge.perf.memory`, passes 1 to 3)."""
     mem.order = None
     fd = feeders(actors)        # the same in every pass
     rounds = solve(actors, max_rounds, feeders=fd)
@@ -234,41 +235,85 @@ def _settle(edges, actors, mem, max_rounds=None, timing=None):
     # requests: its entry is kept, it has just been updated with the order.
     free = _snapshot(edges, actors, mem) if ROUND_ROBIN_PASSES else None
     mem._dirty = False          # just updated
-    r = solve(actors, max_rounds, feeders=fd)
+    # an order pass settles the memory's lines one loop through the units at a time (below)
+    ordered = max_rounds or order_rounds(actors, mem)
+    r = solve(actors, ordered, feeders=fd)
     if r is None:
         return None
     rounds += r
     # a load that starts late waits behind the free schedule's lines (pass 3 of perf.memory):
     # the order of a round robin over this schedule's requests, solved again from the first
-    # fixed point (below every order's), until no load starves. A pass moves the requests, so
-    # its order may no longer be a round robin's of its own schedule (the memory idles while a
-    # reader's line waits, Memory.idle_while_waiting): then it is made again from that schedule
+    # fixed point (below every order's), until no load starves or the order is the round robin
+    # of its own schedule. A pass moves the requests, so its order may no longer be a round
+    # robin's of its own schedule (the memory idles while a reader's line waits,
+    # Memory.idle_while_waiting): then it is made again from that schedule. The passes do not
+    # swing for ever: a schedule is causal (a request waits only on earlier grants), so where
+    # a pass's order first differs from the last, the orders before it are the round robin's
+    # of both schedules, and the next pass's first difference comes later (docs/perf.md,
+    # "2026-11-28 (session 19)").
     lag = _lags(mem, timing or Timing())
+    agreed = -1
+    budget = ordered            # rounds for all the round-robin passes together
+    settled = None              # the last pass that settled (taken back when one runs out)
     for p in range(ROUND_ROBIN_PASSES):
-        if not mem.starved():
+        if budget <= 0 or not mem.starved():
             break
         order = mem.round_robin_order([c.last for c in mem.live], lag)
-        if same(order, mem.order):
-            # the pass would solve the same order from the same point again: the schedule it
-            # reaches is this one, which starves again, and so would every pass after it (each
-            # in the same rounds as the last)
-            rounds += r * (ROUND_ROBIN_PASSES - p)
+        first = first_change(order, mem.order)
+        if first is None or first <= agreed:
+            # the order is its own schedule's round robin (solving it again reaches this
+            # schedule), or a pass that gains no place on the last (which a causal schedule
+            # cannot give: kept as a guard)
             break
+        agreed = first
+        settled = _snapshot(edges, actors, mem)
         _restore(free)
         mem.order = order
         mem.update()
         mem._dirty = False
-        r = solve(actors, max_rounds, feeders=fd)
+        r = solve(actors, budget, feeders=fd)
         if r is None:
-            return None
+            # a legal order does not deadlock (the free pass found any deadlock): the passes
+            # ran out of rounds, and the last one that settled stands
+            _restore(settled)
+            rounds += budget
+            break
         rounds += r
+        budget -= r
     return rounds
 
 
-#: Round-robin passes at most after the ordered one (``perf.memory``, pass 3): each is made from
-#: the last one's schedule until no reader starves (MoE static takes 3, host-addressed decode
-#: attention on one 8-byte channel 4; ``docs/perf.md`` section 2).
-ROUND_ROBIN_PASSES = 6
+def first_change(a, b):
+    """The first place where the orders ``a`` and ``b`` differ, None when they are the same."""
+    if same(a, b):
+        return None
+    n = min(len(a), len(b))
+    diff = np.flatnonzero(a[:n] != b[:n])
+    return int(diff[0]) if len(diff) else n
+
+
+def order_rounds(actors, mem):
+    """The rounds :func:`solve` may take with the memory's lines in a fixed order (and the
+    round-robin passes together): the cap of a free pass plus one round per line. A fixed order
+    makes every line wait for the one before it; when the memory is busy, a delay reaches the
+    later lines only through loops from the memory through the units back to the memory (a
+    grant, the unit's beats, its next request), one loop a round of :func:`solve` (SwiGLU B64
+    H64 I64 on the ECP5: loops of about 100 cycles, up to 242 rounds for its 21,504 lines, over
+    the free pass's cap of 144), so the rounds grow with the program, not with its units. The
+    orders the passes make are legal (each line after every line it may depend on) and the
+    free pass has found any deadlock of the program first: this cap is a guard against a bug,
+    not the test for a deadlock."""
+    lines = sum(c.count * c.lines for c in mem.clients)
+    return 8 * len(actors) + 40 + lines
+
+
+#: Round-robin passes at most after the ordered one (``perf.memory``, pass 3), a guard: the
+#: passes end when no reader starves, when the order is its own schedule's round robin (each
+#: pass's order agrees with it over a longer prefix than the last) or when they have taken
+#: :func:`order_rounds` rounds together (MoE static takes 3 passes, host-addressed decode
+#: attention on one 8-byte channel 4, SwiGLU B64 H64 I64 on the ECP5 34 in 2,546 rounds;
+#: ``docs/perf.md`` section 2 and "2026-11-28 (session 19)").
+ROUND_ROBIN_PASSES = 1 << 16
 
 
 def _lags(mem, tm):

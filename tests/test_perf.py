@@ -187,13 +187,11 @@ def test_lower_refuses_an_unknown_sizing():
 
 # SwiGLU B=64 H=64 I=64 on the ECP5 runs in 25,021 cycles in Verilator, bit-exact:
 #   stepforge run examples/swiglu.py -p B=64 -p H=64 -p I=64 --config ecp5
-# (188,676 cycles with --config ecp5-sdram). The units' model now follows the hardware here (the
-# hardware's own grant order, taken from a Verilator trace, settles in the model at 24,990 cycles),
-# but the memory's round-robin passes swing between two kinds of order (22.2k and 24.4-25.5k
-# cycles) and one pass takes 242 rounds, over solve()'s cap of 144: the model reports a deadlock
-# (docs/perf.md, "2026-11-28: SwiGLU B64 H64 I64 on the ECP5"). strict: mark it fixed when it is.
-@pytest.mark.xfail(strict=True, raises=(Deadlock, AssertionError),
-                   reason="the memory's round-robin order does not settle (docs/perf.md, 2026-11-28)")
+# (188,676 cycles with --config ecp5-sdram). The model reported a deadlock here: its
+# round-robin passes stopped after 6, swinging between orders of 22.2k and 24.4-25.5k cycles,
+# and one pass took 242 rounds, over solve()'s cap of 144. The passes now go on until the order
+# is its own schedule's round robin (34 passes: 25,013 cycles), each order pass capped by the
+# memory's lines (docs/perf.md, "2026-11-28 (session 19)").
 def test_swiglu_b64_h64_i64_on_the_ecp5_settles_within_5_percent_of_verilator():
     from stepforge.hdl.config import HardwareConfig
     with warnings.catch_warnings():

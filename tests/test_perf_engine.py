@@ -404,16 +404,45 @@ def test_round_robin_order_is_the_cycle_by_cycle_arbiter(speculate, monkeypatch)
         assert got.tolist() == _round_robin_reference(live, grants, lag)
 
 
-def test_a_round_robin_pass_whose_order_repeats_is_skipped_exactly(monkeypatch):
-    # a pass whose order is the last one's solves the same order from the same point: the
-    # model stops there, and its schedule and rounds are those of the passes it skips
+def test_a_round_robin_pass_whose_order_repeats_ends_the_passes(monkeypatch):
+    # a pass whose order is the last one's would solve the same order from the same point: the
+    # model stops there, with the schedule that solving it again gives
     from stepforge.perf.memory import Memory
     hw, ref = _trace_moe("static")
     monkeypatch.setattr(Memory, "round_robin_order", lambda self, grants, lag: self.order.copy())
     skipped = predict(hw, ref)
-    monkeypatch.setattr(model, "same", lambda a, b: False)
+    places = iter(range(1 << 20))
+    monkeypatch.setattr(model, "first_change", lambda a, b: next(places))
+    monkeypatch.setattr(model, "ROUND_ROBIN_PASSES", 3)
     solved = predict(hw, ref)
-    assert _schedule(skipped) == _schedule(solved) and skipped.rounds == solved.rounds
+    assert _schedule(skipped) == _schedule(solved) and skipped.rounds < solved.rounds
+
+
+def test_round_robin_passes_end_on_an_order_that_is_its_own_schedules_round_robin(monkeypatch):
+    # SwiGLU B16 H32 I32 on the ECP5 (Verilator: 1,680 cycles): each pass's order agrees with
+    # the next one's over a longer prefix than the last pass's did, and the last order is the
+    # round robin of its own schedule (docs/perf.md, 2026-11-28 (session 19))
+    from stepforge.hdl.config import HardwareConfig
+    from stepforge.loader import load
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        hw = lower(load(EXAMPLES / "swiglu.py").build(B=16, H=32, I=32),
+                   HardwareConfig.ecp5_85f())
+    places = []
+    first_change = model.first_change
+
+    def recorded(a, b):
+        places.append(first_change(a, b))
+        return places[-1]
+    monkeypatch.setattr(model, "first_change", recorded)
+    edges, actors, mem = model.build(hw, None)
+    assert model._settle(edges, actors, mem) is not None
+    assert len(places) > 2 and places[-1] is None
+    assert all(a < b for a, b in zip(places[:-1], places[1:-1]))
+    assert mem.starved()            # its first Wd line waits: only the fixed point ended it
+    again = mem.round_robin_order([c.last for c in mem.live], model._lags(mem, model.Timing()))
+    assert engine.same(again, mem.order)
+    assert abs(predict(hw).cycles - 1_680) <= 0.02 * 1_680
 
 
 def test_the_cut_run_refuses_a_cyclic_program_before_running_it():
