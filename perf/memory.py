@@ -11,8 +11,7 @@ fixed point cannot iterate on, so the model grants in two passes:
    pass 1 (lines of requests made in the same cycle interleave, as the round robin does), one
    line per cycle: ``g = max(r, g_prev + 1)`` along that order. A fixed order is monotone, and
    the free schedule's order respects every dependency of the program, so it adds no cycle.
-3. *round robin* (only when the ordered grants starve a load, :meth:`Memory.starved`; at most
-   ``model.ROUND_ROBIN_PASSES`` times): the free schedule runs every client at a line per
+3. *round robin* (only when the ordered grants starve a load, :meth:`Memory.starved`): the free schedule runs every client at a line per
    cycle, so a load that starts later (MoE's expert weights) finds every line the others
    requested before it, in that too fast schedule, ahead of it in the order, where the
    hardware's round robin serves a client with an empty queue within one turn of the others.
@@ -24,7 +23,9 @@ fixed point cannot iterate on, so the model grants in two passes:
    may no longer be a round robin's of its own schedule: while the memory idles in a cycle
    where a reader's line waits (:meth:`Memory.idle_while_waiting`, which no round robin
    does), or a reader's first request still starves, the order is made again from the new
-   schedule.
+   schedule, until it is the round robin of its own schedule (``model._settle``). The schedule
+   is causal, so each pass's order agrees with that round robin over a longer prefix than the
+   last pass's did: the passes end (``docs/perf.md``, "2026-11-28 (session 19)").
 """
 
 import numpy as np
