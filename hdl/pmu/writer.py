@@ -144,15 +144,23 @@ class Writer(wiring.Component):
             self.data_wr.data.data.eq(h.data),
             self.data_wr.data.has_data.eq(h.has_data),
             self.data_wr.en.eq(fire & h.store),
+            self.alloc.pop.eq(fire & h.need_alloc),
+        ]
+        # The stop memory's and the descriptor table's writes wait a cycle in registers: both
+        # are LUT RAM of several blocks on the ECP5, whose write enables decode the address
+        # (the allocation's choice of block, then the decode: the worst ECP5 GEMV paths, 6.2
+        # ns over 6 cells). Nothing reads an entry in the cycle after it is written: a closed
+        # buffer's reference leaves through ``refs`` a cycle later and a command for it waits
+        # in its replay's queue a cycle more before its descriptor is read.
+        m.d.sync += [
             self.stop_wr.addr.eq(Mux(h.merge, last_addr, addr)),
             self.stop_wr.data.eq(h.stop),
             self.stop_wr.en.eq(fire & (h.store | h.merge)),
-            self.alloc.pop.eq(fire & h.need_alloc),
         ]
         if pmu.mode == "dynamic":
             m.d.comb += [self.next_wr.addr.eq(blk), self.next_wr.data.eq(new_blk),
                          self.next_wr.en.eq(fire & h.need_alloc & ~h.fresh)]
-        m.d.comb += [
+        m.d.sync += [
             self.desc_wr.addr.eq(head_n),
             self.desc_wr.data.eq(h.desc),
             self.desc_wr.en.eq(good & h.closes),
