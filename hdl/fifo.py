@@ -330,7 +330,7 @@ class StreamFIFO(wiring.Component):
         return q
 
 
-def lut_queue(m, width, depth, *, name="queue"):
+def lut_queue(m, width, depth, *, init=(), name="queue"):
     """A first-in first-out queue of ``depth >= 2`` entries of ``width`` bits, built into ``m``,
     with the ports and the timing of :class:`~amaranth.lib.fifo.SyncFIFO` (``r_data`` read
     asynchronously: LUT RAM or flip-flops), returned as a namespace of ``w_data``, ``w_en``,
@@ -340,22 +340,27 @@ def lut_queue(m, width, depth, *, name="queue"):
     free slot follows the input: the storage's write enable is the registered ``w_rdy``, not
     the push, which on most paths depends on the producer's ``valid`` and on a consumer's
     ``ready`` (Amaranth's ``SyncFIFO`` enables its storage with them: the PMU replay's output
-    queue was 4 LUT levels into 111 flip-flop enables on a UP5K). Signals and the storage are
+    queue was 4 LUT levels into 111 flip-flop enables on a UP5K). The queue starts holding
+    ``init`` (at most ``depth`` entries, the first at the head). Signals and the storage are
     named after ``name``.
     """
+    init = list(init)
     if depth < 2:
         raise ValueError(f"lut_queue depth must be >= 2, not {depth!r}")
-    storage = Memory(shape=unsigned(width), depth=depth, init=[])
+    if len(init) > depth:
+        raise ValueError(f"lut_queue init holds {len(init)} entries, more than its depth {depth}")
+    storage = Memory(shape=unsigned(width), depth=depth, init=init)
     m.submodules[f"{name}_storage"] = storage
     wr = storage.write_port()
     rd = storage.read_port(domain="comb")
     q = SimpleNamespace(w_data=Signal(width, name=f"{name}_w_data"),
                         w_en=Signal(name=f"{name}_w_en"),
-                        w_rdy=Signal(name=f"{name}_w_rdy", init=1),
+                        w_rdy=Signal(name=f"{name}_w_rdy", init=len(init) < depth),
                         r_data=Signal(width, name=f"{name}_r_data"),
-                        r_en=Signal(name=f"{name}_r_en"), r_rdy=Signal(name=f"{name}_r_rdy"),
-                        level=Signal(range(depth + 1), name=f"{name}_level"))
-    produce = Signal(range(depth), name=f"{name}_produce")
+                        r_en=Signal(name=f"{name}_r_en"),
+                        r_rdy=Signal(name=f"{name}_r_rdy", init=len(init) > 0),
+                        level=Signal(range(depth + 1), name=f"{name}_level", init=len(init)))
+    produce = Signal(range(depth), name=f"{name}_produce", init=len(init) % depth)
     consume = Signal(range(depth), name=f"{name}_consume")
     push = Signal(name=f"{name}_push")
     pop = Signal(name=f"{name}_pop")

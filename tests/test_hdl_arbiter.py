@@ -58,3 +58,8 @@ def test_round_robin_repr():
 def test_lut_queue_needs_two_entries():
     with pytest.raises(ValueError, match="lut_queue depth must be >= 2, not 1"):
         lut_queue(Module(), 8, 1)
+
+
+def test_lut_queue_init_fits_its_depth():
+    with pytest.raises(ValueError, match="lut_queue init holds 3 entries, more than its depth 2"):
+        lut_queue(Module(), 8, 2, init=[1, 2, 3])

@@ -1,10 +1,10 @@
 """The free list of a PMU: the blocks no buffer holds, as a FIFO of block numbers."""
 
-from amaranth.hdl import Module, Mux, Signal, unsigned
+from amaranth.hdl import Module
 from amaranth.lib import wiring
-from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In
 
+from ..fifo import lut_queue
 from .interfaces import AllocSignature, FreeSignature
 
 __all__ = ["FreeList"]
@@ -40,29 +40,11 @@ class FreeList(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         nblocks = self.params.blocks
-        m.submodules.free_mem = free_mem = Memory(shape=unsigned(self.params.id_width),
-                                                  depth=max(nblocks, 2), init=list(range(nblocks)))
-        free_wr = free_mem.write_port()
-        free_rd = free_mem.read_port(domain="comb")
-
-        count = Signal(range(nblocks + 1), init=nblocks, name="free_count")
-        rptr = Signal(range(max(nblocks, 2)), name="free_rptr")
-        wptr = Signal(range(max(nblocks, 2)), name="free_wptr")
-        pop, push = self.alloc.pop, self.free.valid
-        m.d.comb += [
-            free_rd.addr.eq(rptr), self.alloc.head.eq(free_rd.data), self.alloc.count.eq(count),
-            free_wr.addr.eq(wptr), free_wr.data.eq(self.free.payload), free_wr.en.eq(push),
-        ]
-
-        def wrap_inc(ptr):
-            return Mux(ptr == nblocks - 1, 0, ptr + 1)
-
-        with m.If(pop):
-            m.d.sync += rptr.eq(wrap_inc(rptr))
-        with m.If(push):
-            m.d.sync += wptr.eq(wrap_inc(wptr))
-        count_next = Signal.like(count, name="free_count_next")
-        nonempty = Signal(init=nblocks != 0, name="free_nonempty")  # count != 0, a register
-        m.d.comb += [count_next.eq(count + push - pop), self.alloc.nonempty.eq(nonempty)]
-        m.d.sync += [count.eq(count_next), nonempty.eq(count_next != 0)]
+        # (a queue whose free slot follows the input: never full when a block comes back, since
+        # a block is freed only after it was taken)
+        q = lut_queue(m, self.params.id_width, max(nblocks, 2), init=range(nblocks),
+                      name="free")
+        m.d.comb += [self.alloc.head.eq(q.r_data), self.alloc.count.eq(q.level),
+                     self.alloc.nonempty.eq(q.r_rdy), q.r_en.eq(self.alloc.pop),
+                     q.w_data.eq(self.free.payload), q.w_en.eq(self.free.valid)]
         return m
