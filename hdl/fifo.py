@@ -258,10 +258,11 @@ class StreamFIFO(wiring.Component):
         full = Signal(name="full")
         nonempty = Signal(name="nonempty")
         m.d.comb += [self.i.ready.eq(~full), self.o.valid.eq(nonempty)]
-        with m.If(push & ~pop):
-            m.d.sync += [level.eq(level + 1), full.eq(level == 1), nonempty.eq(1)]
-        with m.Elif(pop & ~push):
-            m.d.sync += [level.eq(level - 1), full.eq(0), nonempty.eq(level == 2)]
+        # (the flags from the count's comparisons, the handshakes choosing last: a client's
+        # burst request into the memory's request queue was 5 LUT levels on the UP5K)
+        m.d.sync += [level.eq(count_step(level, push, pop)),
+                     full.eq(~below_after(level, 2, push, pop)),
+                     nonempty.eq(~below_after(level, 1, push, pop))]
         return level
 
     def _head_and_queue(self, m):

@@ -215,8 +215,10 @@ class System(wiring.Component):
         owners = [u for u in hw.units if not u.shared]
         for (u, p), port in zip(reads, mem.read if reads else []):
             _connect_memory(m, getattr(u.component, p), port, started)
+        # (a write client offers a burst only with a beat of its input stream, which is empty
+        # while the units are held: no gate on its request, the store's deepest path)
         for (u, p), port in zip(writes, mem.write if writes else []):
-            _connect_memory(m, getattr(u.component, p), port, started)
+            _connect_memory(m, getattr(u.component, p), port, C(1, 1))
 
         moves = []      # a beat or a memory line moved: the watchdog's progress
         fifos = []
