@@ -21,7 +21,8 @@ from pathlib import Path
 
 from .devices import get_device
 from .netlist import BOARD, PINS, UnitNamer, cells_by_type, instances, load_module
-from .nextpnr import DoesNotFit, Resource, clock_timing, log_errors, placement_failure
+from .nextpnr import (DoesNotFit, Resource, clock_timing, log_errors, placement_failure,
+                      placer_gave_up)
 from .paths import worst_paths
 from .pins import INSTANCE, WRAPPER, pin_wrapper, top_ports
 from .report import BuildReport, SeedResult
@@ -224,7 +225,7 @@ def build(verilog, device, *, out_dir, top="top", seeds=3, freq_mhz=None, jobs=2
 
     # 2. place and route, every seed
     t = time.perf_counter()
-    results = _place_and_route(dev, out, seeds, jobs, freq_mhz, clock, namer, say, extra)
+    results, failed = _place_and_route(dev, out, seeds, jobs, freq_mhz, clock, namer, say, extra)
     seconds["place_and_route"] = time.perf_counter() - t
     seconds["timing"] = sum(r["timing_s"] for r in results.values())
     ranked = sorted(results.values(), key=lambda r: r["seed_result"].fmax_mhz)
@@ -275,7 +276,7 @@ def build(verilog, device, *, out_dir, top="top", seeds=3, freq_mhz=None, jobs=2
         placed=placed, seeds=[results[s]["seed_result"] for s in sorted(results)],
         median_seed=median["seed_result"].seed, target_mhz=median["target_mhz"],
         constant_clocked=median["constant_clocked"], paths=median["paths"],
-        bitstream=bitstream, seconds=seconds, synthesis=used)
+        bitstream=bitstream, seconds=seconds, synthesis=used, failed_seeds=failed)
     report.write_json(out / "build.json")
     say(f"done: Fmax {report.fmax_mhz:.1f} MHz median, target {report.target_mhz:g} MHz "
         f"{'met' if report.met else 'NOT met'}")
@@ -292,9 +293,12 @@ def _nextpnr_command(dev, tool, seed, freq_mhz, extra=()):
 
 
 def _place_and_route(dev, out, seeds, jobs, freq_mhz, clock, namer, say, extra=()):
-    """Run nextpnr for seeds ``1 .. seeds``, ``jobs`` at once; ``{seed: result dict}``."""
+    """Run nextpnr for seeds ``1 .. seeds``, ``jobs`` at once; ``({seed: result dict}, {seed:
+    the placer's error})``. A seed whose placer gives up within the device's capacity
+    (:func:`~stepforge.boards.nextpnr.placer_gave_up`) is reported and the others go on; when
+    every seed fails so, or one runs out of a resource, the design does not fit."""
     tool = find_tool(dev.nextpnr)
-    pending, running, results = list(range(1, seeds + 1)), {}, {}
+    pending, running, results, failed, logs = list(range(1, seeds + 1)), {}, {}, {}, {}
     try:
         while pending or running:
             while pending and len(running) < jobs:
@@ -313,6 +317,11 @@ def _place_and_route(dev, out, seeds, jobs, freq_mhz, clock, namer, say, extra=(
                 elapsed = time.perf_counter() - t0
                 text = (out / f"seed{seed}.log").read_text()
                 if proc.returncode != 0:
+                    gave_up = placer_gave_up(text)
+                    if gave_up is not None:
+                        failed[seed], logs[seed] = gave_up, text
+                        say(f"seed {seed}: placement failed ({gave_up}); the other seeds go on")
+                        continue
                     fail = placement_failure(text, dev.name)
                     if fail is not None:
                         raise fail
@@ -331,7 +340,9 @@ def _place_and_route(dev, out, seeds, jobs, freq_mhz, clock, namer, say, extra=(
             proc.kill()
             proc.wait()
             log.close()
-    return results
+    if not results:
+        raise placement_failure(logs[min(logs)], dev.name)
+    return results, failed
 
 
 def _seed_result(dev, out, seed, elapsed, clock, namer):

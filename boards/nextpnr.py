@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from .tools import BuildError
 
 __all__ = ["DoesNotFit", "Resource", "ClockTiming", "parse_utilisation", "log_errors",
-           "clock_timing", "placement_failure"]
+           "clock_timing", "placement_failure", "placer_gave_up"]
 
 _UTIL = re.compile(r"^Info:\s+([A-Za-z0-9_]+):\s+(\d+)/\s*(\d+)\s+\d+%", re.M)
 _PLACE_FAIL = re.compile(r"Unable to (?:place|find a placement location|find legal placement)|"
@@ -101,6 +101,20 @@ def placement_failure(log, device_name):
     res = [Resource(bel, *util[bel])] if bel in util else [
         Resource(b, u, a) for b, (u, a) in util.items() if a and u / a >= 0.9]
     return DoesNotFit(device_name, res, failed[0][len("ERROR: "):])
+
+
+def placer_gave_up(log):
+    """The placer's error when it failed with every resource within the device's capacity, else
+    None.
+
+    Such a failure (``Unable to find legal placement ...`` on a device 80-90 % full: the cells
+    sharing a logic block's clock, enable and reset could not all be legalized) belongs to one
+    seed's placement: another seed of the same netlist may place and route.
+    """
+    if any(u > a for u, a in parse_utilisation(log).values()):
+        return None
+    failed = [e for e in log_errors(log) if _PLACE_FAIL.search(e)]
+    return failed[0][len("ERROR: "):] if failed else None
 
 
 @dataclass(frozen=True)

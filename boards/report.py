@@ -72,6 +72,9 @@ class BuildReport:
     synthesis : str
         The synthesis command that made the netlist (the device's, or its fallback script
         when that failed).
+    failed_seeds : dict of int to str
+        Seeds whose placement failed within the device's capacity, with the placer's error
+        (:func:`~stepforge.boards.nextpnr.placer_gave_up`); :attr:`seeds` holds the others.
     """
     device: object
     name: str
@@ -89,6 +92,7 @@ class BuildReport:
     bitstream: object = None
     seconds: dict = field(default_factory=dict)
     synthesis: str = ""
+    failed_seeds: dict = field(default_factory=dict)
 
     @property
     def fmax_mhz(self):
@@ -133,6 +137,7 @@ class BuildReport:
             "bitstream": self.bitstream,
             "seconds": {k: round(v, 1) for k, v in self.seconds.items()},
             "synthesis": self.synthesis,
+            "failed_seeds": {str(k): v for k, v in sorted(self.failed_seeds.items())},
         }
 
     def write_json(self, path):
@@ -149,6 +154,8 @@ class BuildReport:
         lines.append(f"  Fmax {self.fmax_mhz:.1f} MHz median of {len(self.seeds)} seed"
                      f"{'s' if len(self.seeds) != 1 else ''} (range {lo:.1f} - {hi:.1f}; "
                      f"seed {seeds}); target {self.target_mhz:g} MHz: {verdict}")
+        for seed, error in sorted(self.failed_seeds.items()):
+            lines.append(f"  seed {seed}: placement failed within the device's capacity ({error})")
         if self.constant_clocked:
             lines.append(f"  ({self.constant_clocked} constant-clocked DSP cells timed as "
                          "combinational logic; see docs/fpga.md)")

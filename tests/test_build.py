@@ -9,6 +9,7 @@ first YoWASP run of a machine also compiles its WebAssembly, about 30 s per tool
 ~/.cache/YoWASP).
 """
 
+import importlib
 import json
 import shutil
 import sys
@@ -19,7 +20,8 @@ import pytest
 from stepforge.boards import (BuildError, BuildReport, DoesNotFit, SeedResult, TimingPath, build,
                               find_tool, get_device)
 from stepforge.boards.netlist import UnitNamer, signal_name
-from stepforge.boards.nextpnr import clock_timing, parse_utilisation, placement_failure
+from stepforge.boards.nextpnr import (clock_timing, parse_utilisation, placement_failure,
+                                      placer_gave_up)
 from stepforge.boards.paths import slow_groups, worst_paths
 from stepforge.boards.pins import Port, pin_wrapper, top_ports
 from stepforge.boards.sta import analyse, read_sdf
@@ -29,6 +31,9 @@ from stepforge.compiler.ops.offchip import LinearOffChipLoad, LinearOffChipStore
 from stepforge.compiler.types import int16
 from stepforge.hdl.config import HardwareConfig
 from stepforge.sim.rtl import compile_program
+
+# the module (the package's ``build`` is the function)
+build_module = importlib.import_module("stepforge.boards.build")
 
 # --- canned tool output -------------------------------------------------------------------
 
@@ -194,6 +199,41 @@ def test_a_placement_failure_below_capacity_names_the_cell_type_it_could_not_pla
     assert placement_failure("Info: Device utilisation:\nERROR: bad json\n", "up5k") is None
 
 
+def test_a_placer_that_gives_up_within_capacity_is_one_seeds_failure():
+    assert placer_gave_up(PLACE_FAIL_LOG) == ("Unable to find legal placement for all cells, "
+                                              "design is probably at utilisation limit.")
+    assert placer_gave_up(UTILISATION_LOG) is None          # out of block RAM: no seed fits
+    assert placer_gave_up("Info: Device utilisation:\nERROR: bad json\n") is None
+
+
+def test_place_and_route_goes_on_past_a_seed_whose_placer_gave_up(tmp_path, monkeypatch):
+    """Seed 2's placer gives up; seeds 1 and 3 are kept and seed 2 is reported. With every seed
+    failing so, the design does not fit."""
+    tool = tmp_path / "fake-nextpnr"
+    fail_log = tmp_path / "fail.log"
+    fail_log.write_text(PLACE_FAIL_LOG)
+    tool.write_text(f"#!/bin/sh\ncase \"$*\" in *\"--seed $FAIL\"*|*\"--seed 0\"*) "
+                    f"cat {fail_log}; exit 1;; esac\nexit 0\n")
+    tool.chmod(0o755)
+    monkeypatch.setattr(build_module, "find_tool", lambda name: str(tool))
+    monkeypatch.setattr(build_module, "_seed_result",
+                        lambda dev, out, seed, elapsed, clock, namer:
+                        {"seed_result": SeedResult(seed, 50.0 + seed, 50.0 + seed, None, elapsed)})
+    dev = get_device("up5k")
+    lines = []
+    monkeypatch.setenv("FAIL", "2")
+    results, failed = build_module._place_and_route(dev, tmp_path, 3, 2, None, "clk", None,
+                                                    lines.append)
+    assert sorted(results) == [1, 3]
+    assert failed == {2: "Unable to find legal placement for all cells, design is probably at "
+                         "utilisation limit."}
+    assert "seed 2: placement failed (Unable to find legal placement for all cells, design is " \
+           "probably at utilisation limit.); the other seeds go on" in lines
+    monkeypatch.setenv("FAIL", "1")
+    with pytest.raises(DoesNotFit, match="ICESTORM_LC 5,100 of 5,280"):
+        build_module._place_and_route(dev, tmp_path, 1, 1, None, "clk", None, lines.append)
+
+
 def test_clock_timing_takes_the_design_clock_not_a_constant_one():
     ct = clock_timing(REPORT)
     assert (ct.clock, ct.fmax_mhz, ct.target_mhz) == ("clk$SB_IO_IN_$glb_clk", 19.67, 20.0)
@@ -348,6 +388,12 @@ def test_report_text_and_json():
     saved = report.to_dict()
     assert (saved["fmax_mhz"], saved["fmax_range_mhz"], saved["met"]) == (114.1, [110.0, 120.5],
                                                                           True)
+    assert saved["failed_seeds"] == {}
+    report.failed_seeds = {4: "Unable to find legal placement for all cells"}
+    assert report.text().splitlines()[2] == ("  seed 4: placement failed within the device's "
+                                             "capacity (Unable to find legal placement for all "
+                                             "cells)")
+    assert report.to_dict()["failed_seeds"] == {"4": "Unable to find legal placement for all cells"}
     assert saved["resources"]["DP16KD"] == {"used": 41, "capacity": 208, "design": 41}
     assert saved["paths"][0]["start"] == "u4_Accum_0/n3_mac_a"
 
