@@ -23,8 +23,9 @@ class StreamFIFO(wiring.Component):
     Two queue implementations are offered, with the timing of the queues of
     :mod:`amaranth.lib.fifo`.
 
-    * ``buffered=False`` (the default): a head register in front of a
-      :class:`~amaranth.lib.fifo.SyncFIFO` of ``depth - 1`` beats. ``o`` comes from flip-flops, so
+    * ``buffered=False`` (the default): a head register in front of a queue of ``depth - 1``
+      beats with the timing of a :class:`~amaranth.lib.fifo.SyncFIFO` (:func:`lut_queue`, whose
+      storage's write enable is a register of its own). ``o`` comes from flip-flops, so
       no LUT-RAM read sits on the path into the next unit, and the timing is that of a
       ``SyncFIFO`` of ``depth``: a beat written in cycle ``t`` is offered on ``o`` in cycle
       ``t + 1`` and a FIFO of depth 2 sustains one beat per cycle. Right for the small, wide
