@@ -93,7 +93,7 @@ def placement_failure(log, device_name):
     errors = log_errors(log)
     if over:
         return DoesNotFit(device_name, over, errors[0][len("ERROR: "):] if errors else "")
-    failed = [e for e in errors if _PLACE_FAIL.search(e)]
+    failed = _placement_errors(errors)
     if not failed:
         return None
     types = [m.group(1) for m in (re.search(r"cell type '([^']+)'", e) for e in failed) if m]
@@ -113,8 +113,13 @@ def placer_gave_up(log):
     """
     if any(u > a for u, a in parse_utilisation(log).values()):
         return None
-    failed = [e for e in log_errors(log) if _PLACE_FAIL.search(e)]
+    failed = _placement_errors(log_errors(log))
     return failed[0][len("ERROR: "):] if failed else None
+
+
+def _placement_errors(errors):
+    """The lines of ``errors`` (:func:`log_errors`) that say the placer or router ran out."""
+    return [e for e in errors if _PLACE_FAIL.search(e)]
 
 
 @dataclass(frozen=True)

@@ -254,10 +254,9 @@ class System(wiring.Component):
         # LUT levels in front of the run's state (the worst iCE40 CSR paths); the run stops
         # one cycle after the first error, naming the unit and code as before.
         errors = Signal(len(owners) + 1, name="unit_errors")
-        chip_fault = chip.violation if chip is not None else C(0, 1)
-        m.d.sync += errors.eq(Cat(*[u.component.status.error for u in owners], chip_fault))
+        chip_violation = chip.violation if chip is not None else C(0, 1)
+        m.d.sync += errors.eq(Cat(*[u.component.status.error for u in owners], chip_violation))
         m.d.comb += any_error.eq(errors.any())
-        chip_fault = errors[-1]
         error_unit = Signal(16, name="error_unit")
         error_code = Signal(8, name="error_code")
         cycles = Signal(32, name="cycles")
@@ -276,12 +275,12 @@ class System(wiring.Component):
         with m.If(running):
             with m.If(any_error):
                 m.d.sync += [error.eq(1), running.eq(0)]
-                with m.If(chip_fault):       # (a unit's error below wins over the memory's)
+                with m.If(errors[-1]):       # (a unit's error below wins over the memory's)
                     m.d.sync += [error_unit.eq(MEMORY_UNIT),
                                  error_code.eq(ErrorCode.SDRAM_TIMING)]
-                for k in reversed(range(len(owners))):  # the lowest unit id wins among
-                    u = owners[k]                           # simultaneous errors
-                    with m.If(errors[k]):
+                # (the lowest unit id wins among simultaneous errors)
+                for u, flag in reversed(list(zip(owners, errors))):
+                    with m.If(flag):
                         m.d.sync += [error_unit.eq(u.uid), error_code.eq(comps[u.name].status.code)]
             with m.Elif(all_done):
                 m.d.sync += [done.eq(1), running.eq(0)]

@@ -11,10 +11,10 @@ fixed point cannot iterate on, so the model grants in two passes:
    pass 1 (lines of requests made in the same cycle interleave, as the round robin does), one
    line per cycle: ``g = max(r, g_prev + 1)`` along that order. A fixed order is monotone, and
    the free schedule's order respects every dependency of the program, so it adds no cycle.
-3. *round robin* (only when the ordered grants starve a load, :meth:`Memory.starved`): the free schedule runs every client at a line per
-   cycle, so a load that starts later (MoE's expert weights) finds every line the others
-   requested before it, in that too fast schedule, ahead of it in the order, where the
-   hardware's round robin serves a client with an empty queue within one turn of the others.
+3. *round robin* (only when the ordered grants starve a load, :meth:`Memory.starved`): the
+   free schedule runs every client at a line per cycle, so a load that starts later (MoE's
+   expert weights) finds every line the others requested before it, in that too fast
+   schedule, ahead of it in the order, where the hardware's round robin serves a client with an empty queue within one turn of the others.
    The order is then the one a round robin gives the last schedule's requests
    (:meth:`Memory.round_robin_order`), each line kept after every line it may depend on (a
    request whose grant, plus the fewest cycles from a grant to a request that depends on it,

@@ -66,17 +66,15 @@ class RoundRobin(wiring.Component):
         m = Module()
         n = self.n
         last = Signal(index_shape(n), init=n - 1, name="last_grant")
-        index = Signal.like(self.index, name="choice_index")
         with m.Switch(last):
             for p in range(n):
                 with (m.Case(p) if p < n - 1 else m.Default()):
                     order = [(p + k) % n for k in range(1, n + 1)]
                     with m.If(self.requests[order[0]]):
-                        m.d.comb += [index.eq(order[0]), self.choice[order[0]].eq(1)]
+                        m.d.comb += [self.index.eq(order[0]), self.choice[order[0]].eq(1)]
                     for c in order[1:]:
                         with m.Elif(self.requests[c]):
-                            m.d.comb += [index.eq(c), self.choice[c].eq(1)]
-        m.d.comb += self.index.eq(index)
+                            m.d.comb += [self.index.eq(c), self.choice[c].eq(1)]
         with m.If(self.enable):
             m.d.comb += [self.grant.eq(self.requests.any()), self.onehot.eq(self.choice)]
         with m.If(self.grant):
