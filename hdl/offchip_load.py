@@ -187,7 +187,7 @@ class _TileFetcher(wiring.Component):
         avail = Signal(name="head_ready")
         move = Signal(name="move")
         out_valid = Signal(name="out_valid")
-        out_beat = Signal.like(out.payload, name="out_beat")
+        out_beat = Signal.like(out.payload, name="out_beat", reset_less=True)
         tile = Signal(T * g.word_bits, name="head_tile")    # the tile buffer's read (below)
         m.d.comb += [
             avail.eq(tags.o.valid & (~head.has_data | tile_ok)),

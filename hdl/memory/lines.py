@@ -154,7 +154,8 @@ class LineGenerator(wiring.Component):
         head = queue.o.payload
 
         index = Signal(range(max(nl, 2)), name="line_index")
-        running = Signal(g.addr_bits, name="line_addr")      # the next line's first word
+        # the next line's first word (read only past a burst's first line: no reset)
+        running = Signal(g.addr_bits, name="line_addr", reset_less=True)
         addr = Signal(g.addr_bits, name="head_addr")
         if nl == 1:
             m.d.comb += addr.eq(head)

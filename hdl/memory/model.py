@@ -31,9 +31,12 @@ def _pick(values, index):
     return Array(values)[index]
 
 
-def _register(m, values, prefix):
-    """Registers holding ``values`` (a dict of values or views) one cycle later, by name."""
-    out = {name: Signal(v.shape(), name=f"{prefix}_{name}") for name, v in values.items()}
+def _register(m, values, prefix, flags=("valid", "word_re")):
+    """Registers holding ``values`` (a dict of values or views) one cycle later, by name. Only
+    the ``flags`` are reset; the rest is data that matters only with a flag (no reset, so the
+    flip-flops share their logic tiles' set/reset freely and the reset's fanout stays small)."""
+    out = {name: Signal(v.shape(), name=f"{prefix}_{name}", reset_less=name not in flags)
+           for name, v in values.items()}
     m.d.sync += [out[name].eq(v) for name, v in values.items()]
     return out
 
@@ -194,8 +197,8 @@ class MemoryModel(wiring.Component):
         w_we = Signal(name="w_word_we")
         w_re = Signal(name="w_word_re")
         w_access = Signal(name="w_word_access")
-        w_addr = Signal.like(dbg.addr, name="w_word_addr")
-        w_wdata = Signal.like(dbg.wdata, name="w_word_wdata")
+        w_addr = Signal.like(dbg.addr, name="w_word_addr", reset_less=True)
+        w_wdata = Signal.like(dbg.wdata, name="w_word_wdata", reset_less=True)
         m.d.sync += [w_we.eq(dbg.we), w_re.eq(dbg.re & ~dbg.we), w_access.eq(dbg.we | dbg.re),
                      w_addr.eq(dbg.addr), w_wdata.eq(dbg.wdata)]
         m.d.comb += arb.enable.eq(~self.stall & ~w_access)
@@ -210,14 +213,15 @@ class MemoryModel(wiring.Component):
         # -- stage S: the granted line (or a word port access) -----------------------------------
         s_valid = Signal(name="s_valid")
         s_write = Signal(name="s_write")
-        s_client = Signal(index_shape(n), name="s_client")
-        s_line = Signal(line_layout, name="s_line")
-        s_data = Signal(g.line_layout, name="s_wdata")
+        # (what goes with ``s_valid`` or a word access is data: no reset)
+        s_client = Signal(index_shape(n), name="s_client", reset_less=True)
+        s_line = Signal(line_layout, name="s_line", reset_less=True)
+        s_data = Signal(g.line_layout, name="s_wdata", reset_less=True)
         s_dbg_we = Signal(name="s_word_we")
         s_dbg_re = Signal(name="s_word_re")
-        s_dbg_lane = Signal(index_shape(L), name="s_word_lane")
-        s_dbg_row = Signal(len(s_line.rows[0]), name="s_word_row")
-        s_dbg_word = Signal(g.word_bits, name="s_word_wdata")
+        s_dbg_lane = Signal(index_shape(L), name="s_word_lane", reset_less=True)
+        s_dbg_row = Signal(len(s_line.rows[0]), name="s_word_row", reset_less=True)
+        s_dbg_word = Signal(g.word_bits, name="s_word_wdata", reset_less=True)
         m.d.sync += [s_valid.eq(arb.grant), s_write.eq(arb.index >= nr), s_client.eq(arb.index),
                      # (the line steers by the choice: ``s_line`` matters only with ``s_valid``)
                      s_line.eq(select_onehot([gen.line.payload.as_value() for gen in gens],

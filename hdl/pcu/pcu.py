@@ -337,7 +337,7 @@ class PCU(_Plan, _Datapath, _Assign, _Retile, wiring.Component):
         pipe_en = Signal(name="pipe_en")
         out_valid = Signal(name="out_valid")
         out_buf = Signal(beat_layout(self.out_type, self.out_rank, row_bound=self.row_bound),
-                         name="out_buf")
+                         name="out_buf", reset_less=True)
         over = Signal(name="over_bound")
         row_bad = Signal(name="row_mismatch")
         stream_args, counts = self._port_values()
@@ -414,7 +414,7 @@ class PCU(_Plan, _Datapath, _Assign, _Retile, wiring.Component):
         # so its one enable is a register and ``out.ready`` reaches only the two registers
         load = out_emits & pipe_en     # the output stage hands a result to the output register
         if self.skid:
-            spare = Signal.like(out_buf, name="out_spare")
+            spare = Signal.like(out_buf, name="out_spare", reset_less=True)
             spare_valid = Signal(name="out_spare_valid")
             m.d.comb += pipe_en.eq(~spare_valid)
         else:   # the enable as a register, set a cycle ahead (**Timing**)

@@ -92,9 +92,14 @@ class DataRAM(wiring.Component):
         m = Module()
         width = len(Value.cast(self.write.data))
         # the write stage
+        # (the address and data matter only with the enable: no reset, so the hold reset and its
+        # fanout stay off them)
         wr = self.write.signature.create(path=("write_q",))
-        m.d.sync += [wr.addr.eq(self.write.addr), wr.data.eq(self.write.data),
+        addr_q = Signal.like(self.write.addr, name="write_q_addr", reset_less=True)
+        data_q = Signal.like(self.write.data, name="write_q_data", reset_less=True)
+        m.d.sync += [addr_q.eq(self.write.addr), data_q.eq(self.write.data),
                      wr.en.eq(self.write.en)]
+        m.d.comb += [wr.addr.eq(addr_q), wr.data.eq(data_q)]
         org = dp16kd_organization(width, self.depth)
         if platform_family(platform) == "ecp5" and org is not None:
             for i in range(self.readers):
@@ -106,7 +111,7 @@ class DataRAM(wiring.Component):
         for i in range(self.readers):
             port, rd = self.read_port(i), mem.read_port()
             m.d.comb += [rd.addr.eq(port.addr), rd.en.eq(port.en)]
-            word = Signal.like(port.data, name=f"read{i}_word")
+            word = Signal.like(port.data, name=f"read{i}_word", reset_less=True)
             m.d.sync += word.eq(rd.data)
             m.d.comb += port.data.eq(word)
         return m
