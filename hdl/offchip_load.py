@@ -39,11 +39,12 @@ from amaranth.lib.wiring import In, Out
 from ..compiler.types import ElemType, Index, Tile
 from ..contract.beat import beat_signature, stop_width
 from .fifo import StreamFIFO
-from .flags import below_after, count_step, trailing_count
+from .flags import below_after, count_step
 from .memory import TensorPlacement, index_shape, quiet_on_error
 from .platform import platform_family
 from .ram_attrs import NO_COLLISION
 from .unit import ErrorCode, StatusSignature, check, check_int, check_ints, raise_error
+from .walk import WalkIndex
 
 __all__ = ["LinearLoadUnit", "RandomLoadUnit"]
 
@@ -278,57 +279,51 @@ class _WalkState:
 
     def __init__(self, m, placement, out_shape, stride, offset):
         p = placement
-        D = len(out_shape)
         gc = p.grid[1]
         self.start_addr = p.tile_addr(offset)
         self.start_col = offset % gc
-        self.idx = [Signal(index_shape(n), name=f"walk_idx{d}") for d, n in enumerate(out_shape)]
-        # at_last[d]: idx[d] is at its last index, a register beside the index (so the stops
-        # below are an AND of flip-flops, not comparisons of the indices)
-        self.at_last = [Signal(name=f"walk_at_last{d}", init=n == 1)
-                        for d, n in enumerate(out_shape)]
+        # the indices and their flags: which dimension counts, the stop and the walk's end are
+        # registers (hdl.walk)
+        self.index = WalkIndex(out_shape)
         self.addr = Signal(p.geometry.addr_bits, init=self.start_addr, name="walk_addr")
         self.col = Signal(index_shape(gc), init=self.start_col, name="walk_col")
-        # t[d]: dimensions d..D-1 are all at their last index (t[D] = 1).
-        t = [Signal(name=f"walk_trail{d}") for d in range(D)] + [1]
-        for d in reversed(range(D)):
-            m.d.comb += t[d].eq(t[d + 1] & self.at_last[d])
-        self.stop = Signal(range(D + 1), name="walk_stop")
-        m.d.comb += self.stop.eq(trailing_count(self.at_last))
-        self.final = t[0] if D else 1
-        self._m, self._p, self._t = m, p, t
+        self.stop = Signal(range(len(out_shape) + 1), name="walk_stop")
+        m.d.comb += self.stop.eq(self.index.stop())
+        self.final = self.index.final
+        self._m, self._p = m, p
         self._out_shape, self._stride = out_shape, stride
 
     def step(self):
         """Statements (under the caller's condition) that advance the walk by one element."""
-        m, p, t = self._m, self._p, self._t
+        m, p, ix = self._m, self._p, self.index
         out_shape, stride = self._out_shape, self._stride
         D = len(out_shape)
         gc = p.grid[1]
-
-        def restart(dims):
-            return ([self.idx[e].eq(0) for e in dims]
-                    + [self.at_last[e].eq(out_shape[e] == 1) for e in dims])
-
-        with m.If(self.final):
-            m.d.sync += restart(range(D))
-            m.d.sync += [self.addr.eq(self.start_addr), self.col.eq(self.start_col)]
+        m.d.sync += ix.advance()
+        # The counting dimension (a register's choice) picks a constant increment, and one adder
+        # moves the address: the choice comes before the add, not after one add per dimension
+        # (a multiplexer of sums behind the carry chains was a four-level iCE40 path)
+        bits = len(self.addr)
+        inc = Signal(bits, name="walk_increment")
+        col_next = Signal.like(self.col, name="walk_col_next")
+        m.d.comb += [inc.eq(0), col_next.eq(self.col)]
         for d in range(D):
             # Step dimension d (all deeper dimensions are at their last index and wrap to 0).
-            with m.If(~t[d] & t[d + 1]):
+            with m.If(ix.counts(d)):
                 delta = stride[d] - sum(stride[e] * (out_shape[e] - 1) for e in range(d + 1, D))
                 q, r = divmod(delta, gc)
                 col = Signal(range(2 * gc), name=f"walk_col_step{d}")
                 m.d.comb += col.eq(self.col + r)
-                m.d.sync += [self.idx[d].eq(self.idx[d] + 1),
-                             self.at_last[d].eq(self.idx[d] == out_shape[d] - 2)]
-                m.d.sync += restart(range(d + 1, D))
                 base = q * p.row_step + r * p.col_step
                 with m.If(col >= gc):
-                    m.d.sync += [self.col.eq(col - gc),
-                                 self.addr.eq(self.addr + (base + p.row_step - gc * p.col_step))]
+                    m.d.comb += [col_next.eq(col - gc),
+                                 inc.eq((base + p.row_step - gc * p.col_step) % (1 << bits))]
                 with m.Else():
-                    m.d.sync += [self.col.eq(col), self.addr.eq(self.addr + base)]
+                    m.d.comb += [col_next.eq(col), inc.eq(base % (1 << bits))]
+        with m.If(self.final):
+            m.d.sync += [self.addr.eq(self.start_addr), self.col.eq(self.start_col)]
+        with m.Else():
+            m.d.sync += [self.addr.eq(self.addr + inc), self.col.eq(col_next)]
 
 
 class LinearLoadUnit(wiring.Component):

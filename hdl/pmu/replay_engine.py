@@ -9,8 +9,9 @@ from amaranth.lib.wiring import In, Out
 
 from ...contract.beat import beat_layout, beat_signature, stop_width
 from ..fifo import StreamFIFO
-from ..flags import below_after, trailing_count
+from ..flags import below_after
 from ..unit import ErrorCode, StatusSignature, raise_error
+from ..walk import WalkIndex
 from .interfaces import AsyncReadSignature, ReleaseSignature
 
 __all__ = ["ReplayEngine"]
@@ -209,7 +210,7 @@ class ReplayEngine(wiring.Component):
         # address moves only with one, so the issue logic stays off the block RAMs' enables
         m.d.comb += [self.data_rd.addr.eq(rd_addr), self.stop_rd.addr.eq(rd_addr),
                      self.data_rd.en.eq(1), self.stop_rd.en.eq(1)]
-        walk_stop = self._address(m, e_id, e_blk, e_off, rd_addr, issue & e_replay, cmd_fire, lw)
+        walk_stop = self._address(m, e_id, e_blk, e_off, rd_addr, issue & e_replay, lw)
 
         # -- issue: one read (or the stop-only beat) per cycle --------------------------------
         with m.If(issue):
@@ -292,10 +293,11 @@ class ReplayEngine(wiring.Component):
         ]
         return m
 
-    def _address(self, m, e_id, e_blk, e_off, rd_addr, step, start, lw):
+    def _address(self, m, e_id, e_blk, e_off, rd_addr, step, lw):
         """Drive ``rd_addr``: along the block chain, or the affine walk of the read side's order
-        (advanced on ``step``, restarted on ``start``). Returns the walk's stop (``S_k`` when
-        the ``k`` innermost indices are at their last value; 0 without an order)."""
+        (advanced on ``step``, starting over after its last element). Returns the walk's stop
+        (``S_k`` when the ``k`` innermost indices are at their last value; 0 without an
+        order)."""
         bsize = self.params.block_size
         walk_stop = Signal(lw, name="walk_stop")
         if self.params.mode == "dynamic":
@@ -305,45 +307,27 @@ class ReplayEngine(wiring.Component):
             return walk_stop
         out_shape, stride, offset = self.cfg.order
         nd = len(out_shape)
-        idx = [Signal(range(max(n, 2)), name=f"walk{d}") for d, n in enumerate(out_shape)]
         span = max(abs(offset), 1) + sum(abs((n - 1) * s) for n, s in zip(out_shape, stride))
         lin = Signal(range(-span - 1, span + 2), init=offset, name="walk_index")
-        # at_last[d]: idx[d] is at its last index, a register beside the index (the comparisons
-        # of the indices ahead of the step's choice were the worst iCE40 path of GEMM's replay)
-        at_last = [Signal(name=f"walk_last{d}", init=n == 1) for d, n in enumerate(out_shape)]
-        # the stop counts the inner dimensions at their last index (the outermost is the
-        # replay's own end, not a stop of the walk)
-        m.d.comb += walk_stop.eq(trailing_count(at_last[1:]))
-        m.d.comb += rd_addr.eq(e_id * bsize + lin)
-        # What a step does is decided from the flags alone, before the step: dimension ``d``
-        # counts up when every inner one is at its last index and it is not (``bump[d]``), and
-        # restarts when it and every inner one are at their last index and an outer one counts
-        # (``wrap[d]``); ``lin`` moves by the counting dimension's ``delta``. ``step`` (the
-        # issue, the engine's deepest decision) then only chooses between the next values and
-        # the registers (it went through the flags' priority chain into the indices, the worst
-        # iCE40 GEMM path: 25 ns over 8 cells)
-        bump = [Signal(name=f"walk_bump{d}") for d in range(nd)]
-        wrap = [Signal(name=f"walk_wrap{d}") for d in range(nd)]
-        done = Cat(*at_last).all()
+        # Where the walk is, as registers (hdl.walk): which dimension counts at the next step
+        # is one LUT of them, the stop (the inner dimensions at their last index; the outermost
+        # is the replay's own end, not a stop of the walk) two. ``lin`` moves by the counting
+        # dimension's ``delta``; ``step`` (the issue, the engine's deepest decision) only
+        # chooses between the next values and the registers (through the flags' priority
+        # chain into the indices it was the worst iCE40 GEMM path: 25 ns over 8 cells). A
+        # replay command steps the walk through every element (``n_entries`` reads), and the
+        # step at the last element starts it over (``lin`` back to ``offset``), so the next
+        # command finds it at its start: no restart on the command's acceptance, whose logic
+        # stays off the walk's enables (it was four to five LUT levels into them on the UP5K).
+        ix = WalkIndex(out_shape)
+        m.d.comb += [walk_stop.eq(ix.stop(first=1)), rd_addr.eq(e_id * bsize + lin)]
         delta = Signal.like(lin, name="walk_delta")
+        with m.If(ix.final):
+            m.d.comb += delta.eq(-sum((n - 1) * s for n, s in zip(out_shape, stride)))
         for d in range(nd):
-            inner = Cat(*at_last[d + 1:]).all() if d + 1 < nd else Const(1)
-            m.d.comb += [bump[d].eq(inner & ~at_last[d]),
-                         wrap[d].eq(inner & at_last[d] & ~done)]
-            with m.If(bump[d]):
+            with m.If(ix.counts(d)):
                 m.d.comb += delta.eq(stride[d] - sum((out_shape[e] - 1) * stride[e]
                                                      for e in range(d + 1, nd)))
         with m.If(step):
-            m.d.sync += lin.eq(lin + delta)
-            for d in range(nd):
-                with m.If(bump[d]):
-                    m.d.sync += [idx[d].eq(idx[d] + 1),
-                                 at_last[d].eq(idx[d] == out_shape[d] - 2 if out_shape[d] > 1
-                                               else 1)]
-                with m.If(wrap[d]):
-                    m.d.sync += [idx[d].eq(0), at_last[d].eq(out_shape[d] == 1)]
-        with m.If(start):
-            m.d.sync += [x.eq(0) for x in idx]
-            m.d.sync += [flag.eq(n == 1) for flag, n in zip(at_last, out_shape)]
-            m.d.sync += lin.eq(offset)
+            m.d.sync += [lin.eq(lin + delta)] + ix.advance()
         return walk_stop
