@@ -27,12 +27,8 @@ def expected(shape):
     return rows
 
 
-SHAPES = [(), (1,), (5,), (2,), (1, 1), (3, 1), (1, 4), (2, 3), (3, 2, 2), (1, 3, 1, 2),
-          (2, 1, 2, 1, 3), (4, 4, 2)]
-
-
-@pytest.mark.parametrize("shape", SHAPES)
-def test_walk_index_follows_the_walk(shape):
+def walk_module(shape):
+    """A module that steps a WalkIndex over ``shape`` while ``step`` is high."""
     m = Module()
     ix = WalkIndex(shape)
     step = Signal(name="step")
@@ -40,6 +36,23 @@ def test_walk_index_follows_the_walk(shape):
         m.d.sync += ix.advance()
     ticks = Signal(8, name="ticks")          # (a walk of extents 1 has no register of its own)
     m.d.sync += ticks.eq(ticks + 1)
+    return m, ix, step
+
+
+def simulate(m, testbench):
+    sim = Simulator(m)
+    sim.add_clock(1e-6)
+    sim.add_testbench(testbench)
+    sim.run()
+
+
+SHAPES = [(), (1,), (5,), (2,), (1, 1), (3, 1), (1, 4), (2, 3), (3, 2, 2), (1, 3, 1, 2),
+          (2, 1, 2, 1, 3), (4, 4, 2)]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_walk_index_follows_the_walk(shape):
+    m, ix, step = walk_module(shape)
     stop = Signal(range(len(shape) + 1), name="stop")
     final = Signal(name="final")
     counts = [Signal(name=f"counts{d}") for d in range(len(shape))]
@@ -62,20 +75,13 @@ def test_walk_index_follows_the_walk(shape):
             ctx.set(step, 1)
             await ctx.tick()
 
-    sim = Simulator(m)
-    sim.add_clock(1e-6)
-    sim.add_testbench(testbench)
-    sim.run()
+    simulate(m, testbench)
 
 
 def test_walk_index_stop_of_the_inner_dimensions():
     """``stop(first=1)`` counts only the dimensions after the outermost (the PMU replay's)."""
     shape = (2, 2, 3)
-    m = Module()
-    ix = WalkIndex(shape)
-    step = Signal(name="step")
-    with m.If(step):
-        m.d.sync += ix.advance()
+    m, ix, step = walk_module(shape)
     inner = Signal(range(3), name="inner_stop")
     m.d.comb += inner.eq(ix.stop(first=1))
     rows = expected(shape)
@@ -86,10 +92,7 @@ def test_walk_index_stop_of_the_inner_dimensions():
             ctx.set(step, 1)
             await ctx.tick()
 
-    sim = Simulator(m)
-    sim.add_clock(1e-6)
-    sim.add_testbench(testbench)
-    sim.run()
+    simulate(m, testbench)
 
 
 def test_walk_index_repr_and_check():
