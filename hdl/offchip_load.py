@@ -300,13 +300,12 @@ class _WalkState:
         D = len(out_shape)
         gc = p.grid[1]
         m.d.sync += ix.advance()
-        # The counting dimension (a register's choice) picks a constant increment, and one adder
-        # moves the address: the choice comes before the add, not after one add per dimension
-        # (a multiplexer of sums behind the carry chains was a four-level iCE40 path)
-        bits = len(self.addr)
-        inc = Signal(bits, name="walk_increment")
-        col_next = Signal.like(self.col, name="walk_col_next")
-        m.d.comb += [inc.eq(0), col_next.eq(self.col)]
+        # (one add per dimension, the counting dimension choosing among the sums: the sums
+        # start from the address register in parallel. A constant increment chosen first and
+        # one adder put the choice in front of the carry chain: on the ECP5 GEMV 256x256's
+        # median over 12 seeds fell from 185.2 to 170.4 MHz, for 2 fewer LUT levels on UP5K)
+        with m.If(self.final):
+            m.d.sync += [self.addr.eq(self.start_addr), self.col.eq(self.start_col)]
         for d in range(D):
             # Step dimension d (all deeper dimensions are at their last index and wrap to 0).
             with m.If(ix.counts(d)):
@@ -316,14 +315,10 @@ class _WalkState:
                 m.d.comb += col.eq(self.col + r)
                 base = q * p.row_step + r * p.col_step
                 with m.If(col >= gc):
-                    m.d.comb += [col_next.eq(col - gc),
-                                 inc.eq((base + p.row_step - gc * p.col_step) % (1 << bits))]
+                    m.d.sync += [self.col.eq(col - gc),
+                                 self.addr.eq(self.addr + (base + p.row_step - gc * p.col_step))]
                 with m.Else():
-                    m.d.comb += [col_next.eq(col), inc.eq(base % (1 << bits))]
-        with m.If(self.final):
-            m.d.sync += [self.addr.eq(self.start_addr), self.col.eq(self.start_col)]
-        with m.Else():
-            m.d.sync += [self.addr.eq(self.addr + inc), self.col.eq(col_next)]
+                    m.d.sync += [self.col.eq(col), self.addr.eq(self.addr + base)]
 
 
 class LinearLoadUnit(wiring.Component):
