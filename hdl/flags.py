@@ -2,7 +2,8 @@
 
 from amaranth.hdl import C, Cat, Mux, Signal
 
-__all__ = ["below_after", "count_step", "increment_split", "accumulate_split", "trailing_count"]
+__all__ = ["below_after", "count_step", "increment_split", "accumulate_split", "trailing_count",
+           "thermometer_count"]
 
 
 def below_after(count, limit, inc, dec):
@@ -127,9 +128,23 @@ def trailing_count(flags):
         One-bit flags, outermost first.
     """
     n = len(flags)
+    return thermometer_count([Cat(*flags[n - k:]).all() for k in range(1, n + 1)])
+
+
+def thermometer_count(trail):
+    """The number of set flags of a thermometer code, as a value: ``trail[k - 1]`` says that
+    (at least) ``k`` are set, so ``trail[k - 1]`` implies every ``trail[j]`` before it. "Exactly
+    ``k``" is one AND of two of them, and each bit of the count an OR of those (LUTs of the
+    flags, not an adder).
+
+    Parameters
+    ----------
+    trail : sequence of amaranth.hdl.Value
+        One-bit flags, ``trail[k - 1]``: ``k`` or more are set.
+    """
+    n = len(trail)
     if n == 0:
         return C(0, 1)
-    trail = [Cat(*flags[n - k:]).all() for k in range(1, n + 1)]   # the k innermost are set
     exactly = [trail[k - 1] & ~trail[k] if k < n else trail[n - 1] for k in range(1, n + 1)]
     return Cat(*(Cat(*[e for k, e in enumerate(exactly, 1) if (k >> bit) & 1]).any()
                  for bit in range(n.bit_length())))

@@ -2,6 +2,8 @@
 
 from amaranth.hdl import C, Cat, Mux, Signal
 
+from .flags import thermometer_count
+
 __all__ = ["WalkIndex"]
 
 
@@ -73,17 +75,9 @@ class WalkIndex:
         return self.trail[d + 1] & ~self.trail[d]
 
     def stop(self, first=0):
-        """How many of the dimensions ``first ..`` are at their last index, as a value:
-        ``trail`` is a thermometer code, so "exactly ``k``" is an AND of two of its registers
-        and each bit of the count an OR of those."""
-        D = len(self.shape)
-        n = D - first
-        if n <= 0:
-            return C(0, 1)
-        t = self.trail
-        exactly = [t[D - k] & ~t[D - k - 1] if k < n else t[first] for k in range(1, n + 1)]
-        return Cat(*(Cat(*[e for k, e in enumerate(exactly, 1) if (k >> bit) & 1]).any()
-                     for bit in range(n.bit_length())))
+        """How many of the dimensions ``first ..`` are at their last index, as a value (the
+        trails from the innermost out are a thermometer code: LUTs of their registers)."""
+        return thermometer_count([self.trail[d] for d in reversed(range(first, len(self.shape)))])
 
     def advance(self):
         """Statements (under the caller's step) that move the walk to its next element."""
