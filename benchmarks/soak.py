@@ -105,7 +105,8 @@ KINDS = {
              ("tests/test_hdl_fifo.py::test_beats_through_fifo", 1),
              # one random stream, through the split FIFO and the plain one it is checked against
              ("tests/test_hdl_fifo.py::test_split_data_keeps_timing", 1),
-             ("tests/test_hdl_fifo.py::test_split_payload_keeps_timing", 1)],
+             ("tests/test_hdl_fifo.py::test_split_payload_keeps_timing", 1),
+             ("tests/test_hdl_fifo.py::test_block_ram_keeps_timing", 1)],
     "partition": [("tests/test_hdl_partition.py::test_matches_interpreter", 2),
                   ("tests/test_hdl_partition.py::test_unrelated_selector_faults_like_interpreter",
                    2)],

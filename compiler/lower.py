@@ -98,19 +98,47 @@ class UnitInstance:
         return getattr(self.component, self.ports.get(name, name))
 
 
+#: Edge FIFOs of this many entries or more are buffered queues (their storage read
+#: synchronously, so it may be block RAM; :class:`~stepforge.hdl.fifo.StreamFIFO`).
+BUFFERED_DEPTH = 8
+#: Entries of a block-RAM edge FIFO at least: a buffered queue moves a beat a cycle from 3 on.
+BLOCK_RAM_DEPTH = 3
+
+
 @dataclass
 class EdgeInstance:
-    """One stream of the system: the FIFO between a producer port and a consumer port."""
+    """One stream of the system: the FIFO between a producer port and a consumer port.
+
+    ``block_ram``: the FIFO keeps its beats in block RAM (:func:`fifo_storage`)."""
     eid: int
     stream: object
     src: tuple      # (unit name, port name)
     dst: tuple      # (unit name, port name)
     layout: object
     depth: int
+    block_ram: bool = False
 
     @property
     def name(self):
         return self.stream.name
+
+    @property
+    def buffered(self):
+        """Whether the FIFO is a buffered queue: a beat is offered two cycles after its push,
+        not one (deep FIFOs and block-RAM FIFOs)."""
+        return self.block_ram or self.depth >= BUFFERED_DEPTH
+
+
+def fifo_storage(width, depth, config):
+    """``(depth, block_ram)`` of an edge FIFO of ``depth`` entries of ``width``-bit beats.
+
+    A FIFO of 2 entries or more whose beats are at least ``config.fifo_block_ram_width`` bits
+    wide goes to block RAM, with at least :data:`BLOCK_RAM_DEPTH` entries (so that it keeps a
+    beat a cycle; the entries cost nothing there). Any other FIFO keeps ``depth``."""
+    limit = config.fifo_block_ram_width
+    if limit is not None and depth >= 2 and width >= limit:
+        return max(depth, BLOCK_RAM_DEPTH), True
+    return depth, False
 
 
 class LoweringContext:
@@ -231,6 +259,8 @@ class HardwareGraph:
                        "memory": [p for p, _ in u.memory], "sink": u.sink} for u in self.units],
             "fifos": [{"id": e.eid, "stream": e.name, "src": list(e.src), "dst": list(e.dst),
                        "depth": e.depth, "width": e.layout.size,
+                       "storage": ("block RAM" if e.block_ram else
+                                   "buffered" if e.buffered else "registers"),
                        "shape": fmt_shape(e.stream.shape), "element": repr(e.stream.dtype)}
                       for e in self.edges],
             "metrics": {"offchip_read": str(m.offchip_read), "offchip_write": str(m.offchip_write),
@@ -679,8 +709,11 @@ def lower(program, config=None, *, depths=None, memory_slack_bytes=0, tiling="au
         (reader, index), = cons[s]
         src = by_node[s.node]
         dst = by_node[reader]
+        layout = lc.layout(s)
+        depth, block_ram = fifo_storage(layout.size, sizes[s], config)
         edges.append(EdgeInstance(len(edges), s, (src.name, s.node.output_names[s.port]),
-                                  (dst.name, reader.input_names[index]), lc.layout(s), sizes[s]))
+                                  (dst.name, reader.input_names[index]), layout, depth,
+                                  block_ram))
     return HardwareGraph(program, config, geometry, units, edges, tensors, streams_in,
                          streams_out, memory_bytes, note, sizing, found)
 

@@ -8,6 +8,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .flags import below_after, count_step
+from .ram_attrs import NO_COLLISION
 
 __all__ = ["StreamFIFO", "lut_queue"]
 
@@ -38,7 +39,10 @@ class StreamFIFO(wiring.Component):
       throughput at small depths: it sustains one beat per cycle only from depth 3 on (depth 2
       moves at most one beat every other cycle). Use it for the deep FIFOs that the sizing pass
       derives from symbol bounds. Its flags are registers of their own
-      (:meth:`_storage_and_output`).
+      (:meth:`_storage_and_output`). With ``block_ram=True`` the storage is always block RAM
+      (``ram_style = "block"``), however small: a wide beat then costs block RAMs instead of
+      two registers and a multiplexer per bit (a 4x4 int8 tile's 132-bit beat: 9
+      ``SB_RAM40_4K`` instead of about 400 logic cells on a UP5K).
 
     A two-entry FIFO (``buffered=False``) of a beat, a :class:`~amaranth.lib.data.StructLayout`
     with a ``data`` field of 8 bits or more, keeps ``data`` apart from the other fields: two
@@ -65,6 +69,9 @@ class StreamFIFO(wiring.Component):
     buffered : bool, default False
         Select :class:`~amaranth.lib.fifo.SyncFIFOBuffered` instead of
         :class:`~amaranth.lib.fifo.SyncFIFO` (see above).
+    block_ram : bool, default False
+        With ``buffered`` and ``depth >= 2``: the storage is block RAM whatever its size (Yosys
+        would keep a small memory in flip-flops).
     counters : bool, default True
         Provide ``high_water`` (the simulation target's statistic); a board build leaves it
         out. ``level`` is always there (unused, it costs nothing).
@@ -92,16 +99,23 @@ class StreamFIFO(wiring.Component):
     Raises
     ------
     ValueError
-        ``depth`` is not an int ``>= 1``.
+        ``depth`` is not an int ``>= 1``, or ``block_ram`` without ``buffered`` and
+        ``depth >= 2``.
     """
 
-    def __init__(self, shape, depth, *, buffered=False, counters=True, split=None):
+    def __init__(self, shape, depth, *, buffered=False, block_ram=False, counters=True,
+                 split=None):
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
             raise ValueError(f"StreamFIFO depth must be an int >= 1, not {depth!r}")
+        if block_ram and not (buffered and depth >= 2):
+            raise ValueError(f"StreamFIFO block_ram=True needs buffered=True and depth >= 2 (the "
+                             f"block RAM's synchronous read is the buffered queue's), not "
+                             f"buffered={buffered!r}, depth={depth!r}")
         self._shape = shape
         self._width = Shape.cast(shape).width
         self._depth = depth
         self._buffered = bool(buffered)
+        self._block_ram = bool(block_ram)
         self._counters = bool(counters)
         self._split = split
         members = {"i": In(stream.Signature(shape)), "o": Out(stream.Signature(shape)),
@@ -125,11 +139,18 @@ class StreamFIFO(wiring.Component):
         """Whether the queue is :class:`~amaranth.lib.fifo.SyncFIFOBuffered`."""
         return self._buffered
 
+    @property
+    def block_ram(self):
+        """Whether the buffered queue's storage is block RAM whatever its size."""
+        return self._block_ram
+
     def __repr__(self):
         buffered = ", buffered=True" if self._buffered else ""
+        block_ram = ", block_ram=True" if self._block_ram else ""
         counters = "" if self._counters else ", counters=False"
         split = "" if self._split is None else f", split={self._split}"
-        return f"StreamFIFO({self._shape!r}, depth={self._depth}{buffered}{counters}{split})"
+        return (f"StreamFIFO({self._shape!r}, depth={self._depth}{buffered}{block_ram}"
+                f"{counters}{split})")
 
     def elaborate(self, platform):
         m = Module()
@@ -167,7 +188,12 @@ class StreamFIFO(wiring.Component):
         its count in the write's and the read's enables, the worst iCE40 load unit paths).
         Returns the level."""
         inner = self._depth - 1
-        storage = m.submodules.storage = Memory(shape=unsigned(self._width), depth=inner, init=[])
+        # (a collision never happens: the slot written is ``produce``, the slot read is
+        # ``consume``, and they are the same only when the memory is empty, which reads
+        # nothing, or full, which writes nothing)
+        attrs = {"ram_style": "block", **NO_COLLISION} if self._block_ram else None
+        storage = m.submodules.storage = Memory(shape=unsigned(self._width), depth=inner, init=[],
+                                                attrs=attrs)
         wr = storage.write_port()
         rd = storage.read_port(domain="sync")
         produce = Signal(range(inner), name="produce")

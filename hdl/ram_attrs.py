@@ -12,5 +12,6 @@ __all__ = ["NO_COLLISION"]
 #: a PMU replays a buffer only after it has been closed and reads a freed block only in the
 #: cycle it releases it, a load unit reads a slot again when it was written in the cycle it was
 #: read (``stale``), the host bridge's WRITE buffer is written while a frame arrives and read
-#: after it. The simulation is unchanged (the attribute concerns synthesis alone).
+#: after it, a block-RAM :class:`~stepforge.hdl.fifo.StreamFIFO` writes only a slot that
+#: holds no beat. The simulation is unchanged (the attribute concerns synthesis alone).
 NO_COLLISION = {"no_rw_check": 1}

@@ -223,9 +223,10 @@ class System(wiring.Component):
         moves = []      # a beat or a memory line moved: the watchdog's progress
         fifos = []
         for e in hw.edges:
-            # deep FIFOs (sized for reconvergent forks) go to block RAM; SyncFIFOBuffered keeps one
-            # beat per cycle from depth 3 on
-            fifo = StreamFIFO(e.layout, e.depth, buffered=e.depth >= 8, counters=sim)
+            # deep FIFOs (sized for reconvergent forks) and wide ones on a device short of logic
+            # go to block RAM (``EdgeInstance.buffered``, ``fifo_storage``)
+            fifo = StreamFIFO(e.layout, e.depth, buffered=e.buffered, block_ram=e.block_ram,
+                              counters=sim)
             self._add(m, f"f{e.eid}_{e.name.replace('.', '_')}", fifo, hold)
             fifos.append(fifo)
             self._fifo_ports[e.eid] = (fifo.i, fifo.o)

@@ -89,8 +89,10 @@ class Edge:
     _fwd_w = ()         # the step sequences that wait for its pushes (StepSeq._make_plan)
     _w = ()             # the actors that watch it (:func:`watching`)
 
-    def __init__(self, name, n, depth, info=None):
+    def __init__(self, name, n, depth, info=None, lag=0):
         self.name, self.n, self.depth = name, int(n), int(depth)
+        self.lag = int(lag)         # cycles a buffered queue adds before a beat is offered
+        self._arrived = self._arrived_of = None
         self.info = info            # the beats' arrays (stop, has_data, rows, data)
         self.pv = self.cv = 0          # changes of the pushes, of the pops
         self.P = np.zeros(self.n, dtype=np.int64)
@@ -100,7 +102,19 @@ class Edge:
         self._held_rooms = {}
 
     def __repr__(self):
-        return f"Edge({self.name!r}, n={self.n}, depth={self.depth})"
+        lag = f", lag={self.lag}" if self.lag else ""
+        return f"Edge({self.name!r}, n={self.n}, depth={self.depth}{lag})"
+
+    @property
+    def arrived(self):
+        """The push of every beat as its consumer sees it (the beat is offered the cycle
+        after): ``P``, or ``P + lag`` behind a buffered queue, whose storage is read into its
+        output one cycle later (kept until the pushes change)."""
+        if not self.lag:
+            return self.P
+        if self._arrived_of is not self.P:
+            self._arrived, self._arrived_of = self.P + self.lag, self.P
+        return self._arrived
 
     @property
     def P(self):
@@ -339,15 +353,15 @@ class StepSeq(Actor):
         if full is None:
             a = filled(self.S, self.t0 - 1)
         elif len(ins) == 1:
-            a = ins[0][0].P + 1
+            a = ins[0][0].arrived + 1
             if self.t0 > 0:
                 np.maximum(a, self.t0, out=a)
             return a
         else:
-            a = ins[full][0].P.copy()
+            a = ins[full][0].arrived.copy()
         for i, (e, st, pop) in enumerate(ins):
             if i != full:
-                _raise(a, st, e.P)
+                _raise(a, st, e.arrived)
         a += 1
         if full is not None and self.t0 > 0:
             np.maximum(a, self.t0, out=a)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..compiler.errors import StepError
+from ..compiler.lower import BUFFERED_DEPTH
 from ..compiler.ops.feedback import feedbacks
 from ..compiler.ops.memory import Bufferize, Streamify
 from ..sim.ref.interpreter import run
@@ -183,7 +184,10 @@ def build(hw, ref, timing=None, depths=None):
             info = framed.get(shape)
             if info is None:
                 info = framed[shape] = shape_beats(shape)
-        e = Edge(name, info.n, depths.get(name, ei.depth), info)
+        depth = depths.get(name, ei.depth)
+        # (a buffered queue offers a beat a cycle later: ``EdgeInstance.buffered``)
+        lag = int(ei.block_ram or depth >= BUFFERED_DEPTH)
+        e = Edge(name, info.n, depth, info, lag=lag)
         edges[name] = e
         by_stream[ei.stream] = e
     ins = {u.name: {} for u in hw.units}

@@ -87,7 +87,7 @@ class LoadActor(Actor):
         base = np.zeros(n, dtype=np.int64)
         if self.ref_idx is not None:
             m = self.ref_idx >= 0
-            base[m] = np.maximum(base[m], self.ref.P + 1)
+            base[m] = np.maximum(base[m], self.ref.arrived + 1)
         d = self.data
         every = self._every
         gd = self.tm.grant_delay
@@ -353,11 +353,11 @@ class StoreActor(Actor):
 
     def update(self):
         n = self.n
-        a = self.x.P + 1
+        a = self.x.arrived + 1
         ai = self.addr_idx
         if ai is not None:
             m = ai >= 0
-            a[m] = np.maximum(a[m], self.addr.P + 1)
+            a[m] = np.maximum(a[m], self.addr.arrived + 1)
         d = self.data
         client = self.client
         alone = client.memory.order is None

@@ -118,7 +118,7 @@ class ReadSide(StepSeq):
         self._starts, self._takes = starts, takes
 
         def start_bound():
-            return [(starts, bufs.P[takes] + tm.pmu_start)]
+            return [(starts, bufs.arrived[takes] + tm.pmu_start)]
         self.extra.append(start_bound)
 
     def update(self):
@@ -139,7 +139,7 @@ class ReadSide(StepSeq):
         if self.S > k:
             np.add(P[:-k], 1, out=a[k:])
         v = a[self._starts]
-        low = self.bufs.P[self._takes] + (self.tm.pmu_start - PMU_ISSUE)
+        low = self.bufs.arrived[self._takes] + (self.tm.pmu_start - PMU_ISSUE)
         if type(self._starts) is slice:
             np.maximum(v, low, out=v)
         else:

@@ -146,13 +146,13 @@ class ExpandSeq(StepSeq):
         super().__init__(name, np.ones(S, dtype=np.int64), [(ref, None), (x, take)],
                          [(out, None, 0, 0)])
         self._x, self._first = x, first
-        self.extra.append(lambda: [(first, x.P + 1)])
+        self.extra.append(lambda: [(first, x.arrived + 1)])
 
     def _stall_inputs(self):
         # waiting for the data element at the group's first step is waiting for an input
         a_in = super()._stall_inputs()
         st = self._first
-        a_in[st] = np.maximum(a_in[st], self._x.P + 1)
+        a_in[st] = np.maximum(a_in[st], self._x.arrived + 1)
         return a_in
 
 
@@ -202,13 +202,13 @@ class RouterSeq(StepSeq):
         self._first = first if first.any() else None
         self.watch.append(sel)
         self._sel_steps, self._sel_ready = steps, ready
-        self.extra.append(lambda: [(steps, sel.P + ready)])
+        self.extra.append(lambda: [(steps, sel.arrived + ready)])
 
     def _stall_inputs(self):
         # waiting for the selector is waiting for an input
         a_in = super()._stall_inputs()
         st = self._sel_steps
-        a_in[st] = np.maximum(a_in[st], self.sel.P + self._sel_ready)
+        a_in[st] = np.maximum(a_in[st], self.sel.arrived + self._sel_ready)
         return a_in
 
     def update(self):
@@ -219,7 +219,7 @@ class RouterSeq(StepSeq):
         C = self.T[self._sel_prev]
         if self._first is not None:
             C[self._first] = NEG
-        np.maximum(C, sel.P + 1, out=C)
+        np.maximum(C, sel.arrived + 1, out=C)
         if not same(sel.C, C):
             sel.C = C
             changed = True

@@ -38,6 +38,10 @@ def test_repr_mirrors_constructor():
     assert eval(repr(cfg), {"HardwareConfig": HardwareConfig, **DTYPES}) == cfg
     ecp5 = HardwareConfig.ecp5_85f()
     assert eval(repr(ecp5), {"HardwareConfig": HardwareConfig, **DTYPES}) == ecp5
+    # a field that is not its default is shown, and the repr still builds the same config
+    ice = HardwareConfig.ice40_up5k(int8)
+    assert repr(ice).endswith("family='ice40', fifo_block_ram_width=128)")
+    assert eval(repr(ice), {"HardwareConfig": HardwareConfig, **DTYPES}) == ice
 
 
 def test_family_is_checked():
@@ -67,6 +71,9 @@ def test_derived_and_defaults():
     ({"mem_channels": True}, r"HardwareConfig.mem_channels must be an int, not True"),
     ({"mem_latency": -1}, r"HardwareConfig.mem_latency must be >= 0, not -1"),
     ({"clock_hz": 0}, r"HardwareConfig.clock_hz must be >= 1, not 0"),
+    ({"fifo_block_ram_width": 0}, r"HardwareConfig.fifo_block_ram_width must be >= 1, not 0"),
+    ({"fifo_block_ram_width": 128.0},
+     r"HardwareConfig.fifo_block_ram_width must be an int, not 128.0"),
 ])
 def test_validation(changes, message):
     with pytest.raises(ValueError, match=message):

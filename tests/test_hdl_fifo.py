@@ -87,6 +87,27 @@ def test_members():
 def test_repr():
     assert repr(StreamFIFO(unsigned(8), 4)) == "StreamFIFO(unsigned(8), depth=4)"
     assert repr(StreamFIFO(8, 2, buffered=True)) == "StreamFIFO(8, depth=2, buffered=True)"
+    assert (repr(StreamFIFO(8, 3, buffered=True, block_ram=True))
+            == "StreamFIFO(8, depth=3, buffered=True, block_ram=True)")
+
+
+@pytest.mark.parametrize("buffered, depth", [(False, 3), (True, 1)])
+def test_block_ram_needs_a_buffered_queue(buffered, depth):
+    with pytest.raises(ValueError, match=r"StreamFIFO block_ram=True needs buffered=True and "
+                                         rf"depth >= 2 .*, not buffered={buffered}, "
+                                         rf"depth={depth}"):
+        StreamFIFO(unsigned(8), depth, buffered=buffered, block_ram=True)
+
+
+def test_block_ram_storage_is_marked():
+    """The storage of a block-RAM FIFO carries ``ram_style = "block"`` (Yosys keeps a memory of
+    two 132-bit entries in flip-flops otherwise) and ``no_rw_check``; a plain buffered FIFO's
+    does not."""
+    from amaranth.back import rtlil
+    text = rtlil.convert(StreamFIFO(unsigned(132), 3, buffered=True, block_ram=True))
+    assert 'attribute \\ram_style "block"' in text and "attribute \\no_rw_check" in text
+    plain = rtlil.convert(StreamFIFO(unsigned(132), 3, buffered=True))
+    assert "ram_style" not in plain and "no_rw_check" not in plain
 
 
 @pytest.mark.parametrize("depth", [0, -1, 2.0, True, "4"])
@@ -131,6 +152,19 @@ def test_random_streams(depth, buffered, items, valid_pattern, ready_pattern):
     dut = StreamFIFO(unsigned(8), depth, buffered=buffered)
     received, _ = run_fifo(dut, items, valid_pattern, ready_pattern)
     assert received == items
+
+
+@given(depth=st.integers(2, 5), items=st.lists(st.integers(0, 255), max_size=40),
+       valid_pattern=st.lists(st.booleans(), min_size=1, max_size=8).filter(any),
+       ready_pattern=st.lists(st.booleans(), min_size=1, max_size=8).filter(any))
+def test_block_ram_keeps_timing(depth, items, valid_pattern, ready_pattern):
+    """A block-RAM FIFO moves the same beats in the same cycles as the buffered queue."""
+    got, trace = run_fifo(StreamFIFO(unsigned(8), depth, buffered=True, block_ram=True), items,
+                          valid_pattern, ready_pattern)
+    want, want_trace = run_fifo(StreamFIFO(unsigned(8), depth, buffered=True), items,
+                                valid_pattern, ready_pattern)
+    assert got == want == items
+    assert trace == want_trace
 
 
 @given(tensors=st.lists(st.lists(st.lists(st.integers(-2**15, 2**15 - 1), max_size=3),
