@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from ..contract.beat import beat_layout
 from ..hdl.config import HardwareConfig
 from ..hdl.memory import MemoryGeometry, MemoryPort, TensorPlacement
+from ..hdl.memory.lane_ram import DP16KD_SHAPES
 from ..hdl.sdram import MACHINE_SDRAM
 from .dims import fmt_shape
 from .errors import LoweringError
@@ -129,16 +130,42 @@ class EdgeInstance:
         return self.block_ram or self.depth >= BUFFERED_DEPTH
 
 
-def fifo_storage(width, depth, config):
-    """``(depth, block_ram)`` of an edge FIFO of ``depth`` entries of ``width``-bit beats.
+#: One block RAM's organizations ``(data bits, rows)`` by family: ``SB_RAM40_4K`` (also the
+#: estimate without a family) and ``DP16KD``.
+BLOCK_RAM_SHAPES = {"ice40": ((16, 256), (8, 512), (4, 1024), (2, 2048)),
+                    "ecp5": DP16KD_SHAPES}
+
+
+def block_rams(width, rows, family):
+    """Block RAMs of ``family`` that a memory of ``rows`` words of ``width`` bits takes, in the
+    organization that needs the fewest."""
+    shapes = BLOCK_RAM_SHAPES.get(family, BLOCK_RAM_SHAPES["ice40"])
+    return min(-(-width // bits) * -(-rows // depth) for bits, depth in shapes)
+
+
+def fifo_storage(fifos, config):
+    """``[(depth, block_ram)]`` of edge FIFOs given as ``[(width, depth)]`` (beat bits,
+    entries).
 
     A FIFO of 2 entries or more whose beats are at least ``config.fifo_block_ram_width`` bits
-    wide goes to block RAM, with at least :data:`BLOCK_RAM_DEPTH` entries (so that it keeps a
-    beat a cycle; the entries cost nothing there). Any other FIFO keeps ``depth``."""
-    limit = config.fifo_block_ram_width
-    if limit is not None and depth >= 2 and width >= limit:
-        return max(depth, BLOCK_RAM_DEPTH), True
-    return depth, False
+    wide goes to block RAM, with at least :data:`BLOCK_RAM_DEPTH` entries (so that it moves a
+    beat a cycle; the entries cost nothing there), the widest first while the FIFOs take at
+    most ``config.fifo_block_rams`` block RAMs in all (a buffered queue of ``depth`` entries
+    stores ``depth - 1``; :func:`block_rams`). Any other FIFO keeps its depth."""
+    limit, budget = config.fifo_block_ram_width, config.fifo_block_rams
+    out = [(depth, False) for _, depth in fifos]
+    if limit is None:
+        return out
+    wide = sorted((k for k, (w, d) in enumerate(fifos) if d >= 2 and w >= limit),
+                  key=lambda k: (-fifos[k][0], k))
+    for k in wide:
+        width, depth = fifos[k]
+        depth = max(depth, BLOCK_RAM_DEPTH)
+        cost = block_rams(width, depth - 1, config.family)
+        if budget is None or cost <= budget:
+            out[k] = (depth, True)
+            budget = None if budget is None else budget - cost
+    return out
 
 
 class LoweringContext:
@@ -704,13 +731,14 @@ def lower(program, config=None, *, depths=None, memory_slack_bytes=0, tiling="au
     sizes, sizing, found = _size_fifos(program, lc, by_node, config, depths, fifo_sizing,
                                        throughput, deadlock_check)
     cons = program.consumers()
+    layouts = [lc.layout(s) for s in program.streams]
+    storage = fifo_storage([(lay.size, sizes[s]) for lay, s in zip(layouts, program.streams)],
+                           config)
     edges = []
-    for s in program.streams:
+    for s, layout, (depth, block_ram) in zip(program.streams, layouts, storage):
         (reader, index), = cons[s]
         src = by_node[s.node]
         dst = by_node[reader]
-        layout = lc.layout(s)
-        depth, block_ram = fifo_storage(layout.size, sizes[s], config)
         edges.append(EdgeInstance(len(edges), s, (src.name, s.node.output_names[s.port]),
                                   (dst.name, reader.input_names[index]), layout, depth,
                                   block_ram))

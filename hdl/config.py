@@ -80,6 +80,11 @@ class HardwareConfig:
         The :meth:`ice40_up5k` preset sets 128, the beat of a 4x4 int8 tile: on the UP5K logic
         cells run out first, and such a FIFO's two registers and multiplexer cost about 370
         of its 5,280 cells against 9 of its 30 ``SB_RAM40_4K``.
+    fifo_block_rams : int, optional
+        The block RAMs that those FIFOs may take in all, the widest beats first
+        (:func:`~stepforge.compiler.lower.fifo_storage`); None (the default): no limit. The
+        :meth:`ice40_up5k` preset sets 12, two fifths of the UP5K's, so that a program whose
+        units need the block RAMs keeps them.
 
     Every parameter after ``dtype`` defaults to the value of the :meth:`sim` preset.
 
@@ -103,6 +108,7 @@ class HardwareConfig:
     family: str | None = None
     memory: str = "bram"
     fifo_block_ram_width: int | None = None
+    fifo_block_rams: int | None = None
 
     def __post_init__(self):
         _check_int("tile_rows", self.tile_rows, 1)
@@ -133,6 +139,8 @@ class HardwareConfig:
         _check_int("clock_hz", self.clock_hz, 1)
         if self.fifo_block_ram_width is not None:
             _check_int("fifo_block_ram_width", self.fifo_block_ram_width, 1)
+        if self.fifo_block_rams is not None:
+            _check_int("fifo_block_rams", self.fifo_block_rams, 0)
         if self.memory not in MEMORIES:
             raise ValueError(f"HardwareConfig.memory must be one of "
                              f"{', '.join(map(repr, MEMORIES))}, not {self.memory!r}")
@@ -141,10 +149,10 @@ class HardwareConfig:
                              f"{', '.join(map(repr, FAMILIES))}, not {self.family!r}")
 
     def __repr__(self):
-        # ``memory`` and ``fifo_block_ram_width`` are shown only when they are not the
+        # ``memory`` and the block-RAM FIFOs' fields are shown only when they are not the
         # default, so the repr of every config before they existed (and every cache key made
         # from one) stays the same
-        defaults = {"memory": "bram", "fifo_block_ram_width": None}
+        defaults = {"memory": "bram", "fifo_block_ram_width": None, "fifo_block_rams": None}
         fields = [f for f in dataclasses.fields(self)
                   if f.name not in defaults or getattr(self, f.name) != defaults[f.name]]
         return f"HardwareConfig({', '.join(f'{f.name}={getattr(self, f.name)!r}' for f in fields)})"
@@ -247,7 +255,8 @@ class HardwareConfig:
         return cls(tile_rows=2, tile_cols=2, dtype=dtype, acc_dtype=int32,
                    pcu_lanes=2, pcu_multipliers=8, fifo_depth=2,
                    mem_channels=4, mem_bytes_per_channel=2, mem_latency=4,
-                   clock_hz=12_000_000, family="ice40", fifo_block_ram_width=128)
+                   clock_hz=12_000_000, family="ice40", fifo_block_ram_width=128,
+                   fifo_block_rams=12)
 
     @classmethod
     def ecp5_85f(cls):

@@ -162,3 +162,25 @@ def test_ice40_keeps_wide_fifos_in_block_ram():
         assert r.status == "done"
         np.testing.assert_array_equal(r.tensors["Y"], want)
     assert runs[0].cycles == runs[1].cycles == runs[2].cycles
+
+
+def test_fifo_storage_takes_the_widest_within_the_budget():
+    """``fifo_storage``: FIFOs of 2 entries or more and beats of ``fifo_block_ram_width`` bits
+    or more go to block RAM with at least 3 entries, the widest first while the block RAMs they
+    take (one ``SB_RAM40_4K`` holds 16 bits of up to 256 entries) stay within
+    ``fifo_block_rams``; a FIFO that does not fit is skipped and a narrower one may still go."""
+    from stepforge.compiler.lower import block_rams, fifo_storage
+    from stepforge.hdl.config import HardwareConfig
+    cfg = HardwareConfig.sim().replace(family="ice40", fifo_block_ram_width=128,
+                                       fifo_block_rams=12)
+    assert (block_rams(132, 2, "ice40"), block_rams(33, 2048, "ice40"),
+            block_rams(1287, 2, "ice40"), block_rams(132, 2, "ecp5")) == (9, 17, 81, 8)
+    fifos = [(132, 2), (127, 2), (1287, 3), (131, 1), (200, 2), (140, 8), (130, 300)]
+    # 1287 bits (81 blocks) and 200 bits (13) do not fit; 140 bits of 7 stored entries (9)
+    # do, then 132 (9 more) would not; 130 bits of 299 entries would take 17
+    assert fifo_storage(fifos, cfg) == [(2, False), (2, False), (3, False), (1, False),
+                                        (2, False), (8, True), (300, False)]
+    assert fifo_storage(fifos, cfg.replace(fifo_block_rams=None)) == [
+        (3, True), (2, False), (3, True), (1, False), (3, True), (8, True), (300, True)]
+    assert fifo_storage(fifos, cfg.replace(fifo_block_ram_width=None)) == [
+        (d, False) for _, d in fifos]

@@ -40,7 +40,7 @@ def test_repr_mirrors_constructor():
     assert eval(repr(ecp5), {"HardwareConfig": HardwareConfig, **DTYPES}) == ecp5
     # a field that is not its default is shown, and the repr still builds the same config
     ice = HardwareConfig.ice40_up5k(int8)
-    assert repr(ice).endswith("family='ice40', fifo_block_ram_width=128)")
+    assert repr(ice).endswith("family='ice40', fifo_block_ram_width=128, fifo_block_rams=12)")
     assert eval(repr(ice), {"HardwareConfig": HardwareConfig, **DTYPES}) == ice
 
 
@@ -74,6 +74,7 @@ def test_derived_and_defaults():
     ({"fifo_block_ram_width": 0}, r"HardwareConfig.fifo_block_ram_width must be >= 1, not 0"),
     ({"fifo_block_ram_width": 128.0},
      r"HardwareConfig.fifo_block_ram_width must be an int, not 128.0"),
+    ({"fifo_block_rams": -1}, r"HardwareConfig.fifo_block_rams must be >= 0, not -1"),
 ])
 def test_validation(changes, message):
     with pytest.raises(ValueError, match=message):
