@@ -140,7 +140,7 @@ def block_rams(width, rows, family):
     """Block RAMs of ``family`` that a memory of ``rows`` words of ``width`` bits takes, in the
     organization that needs the fewest."""
     shapes = BLOCK_RAM_SHAPES.get(family, BLOCK_RAM_SHAPES["ice40"])
-    return min(-(-width // bits) * -(-rows // depth) for bits, depth in shapes)
+    return min(-(-width // bits) * -(-rows // deep) for bits, deep in shapes)
 
 
 def fifo_storage(fifos, config):
@@ -241,7 +241,8 @@ class HardwareGraph:
     streams_out: dict
     memory_bytes: int
     tiling: str = "not needed"
-    fifo_sizing: dict = field(default_factory=dict)     # {"method", "bits", "fifos": {name: why}}
+    fifo_sizing: dict = field(default_factory=dict)     # {"method", "bits", "fifos": {name: why},
+    #                                                      "block_ram": {name: {"depth", "block_rams"}}}
     deadlocks: list = field(default_factory=list)       # the static check's findings
 
     def unit(self, name):
@@ -734,6 +735,10 @@ def lower(program, config=None, *, depths=None, memory_slack_bytes=0, tiling="au
     layouts = [lc.layout(s) for s in program.streams]
     storage = fifo_storage([(lay.size, sizes[s]) for lay, s in zip(layouts, program.streams)],
                            config)
+    # the manifest's record: which FIFOs went to block RAM, their depth and block RAMs
+    sizing["block_ram"] = {s.name: {"depth": d, "block_rams": block_rams(lay.size, d - 1,
+                                                                         config.family)}
+                           for s, lay, (d, b) in zip(program.streams, layouts, storage) if b}
     edges = []
     for s, layout, (depth, block_ram) in zip(program.streams, layouts, storage):
         (reader, index), = cons[s]

@@ -148,6 +148,8 @@ def test_ice40_keeps_wide_fifos_in_block_ram():
     assert storage["LinearOffChipLoad_1"] == (132, 3, True)           # W's 4x4 int8 tiles
     assert [n for n, (_, _, b) in storage.items() if b] == ["LinearOffChipLoad_1"]
     assert all(d <= 2 for n, (_, d, _) in storage.items() if n != "LinearOffChipLoad_1")
+    assert hw.fifo_sizing["block_ram"] == {"LinearOffChipLoad_1": {"depth": 3, "block_rams": 9}}
+    assert hw.manifest()["fifos"][3]["storage"] == "block RAM"
     regs = cfg.replace(fifo_block_ram_width=None)
     assert not any(e.block_ram for e in lower(program, regs).edges)
     _, _, text = compile_program(program, cfg, separate=False, target="board")
