@@ -87,8 +87,9 @@ def test_the_soak_plan_reaches_the_streams_of_every_kind():
         streams = sum(examples[node] * s for node, s in tests)
         assert 10_000 <= streams < 10_000 + sum(s for _, s in tests), kind
     assert soak.plan("pcu", 10_000)["tests/test_hdl_pcu.py::test_map_unary"] == 477  # 21 / ex
-    # the split FIFO tests drive one stream through two FIFOs: 1 stream each, 2,500 x 4 tests
-    assert set(soak.plan("fifo", 10_000).values()) == {2_500}
+    # the split and block-RAM FIFO tests drive one stream through two FIFOs: 1 stream each,
+    # 2,000 x 5 tests
+    assert set(soak.plan("fifo", 10_000).values()) == {2_000}
     assert soak.plan("memory", 10_000) == {
         "tests/test_hdl_memory.py::test_random_bursts_match_a_flat_memory": 10_000}
 
@@ -149,5 +150,5 @@ def test_the_soak_summary_counts_a_corrected_minimum(tmp_path):
     (tmp_path / "log-1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     [row] = soak.summarize([tmp_path])
     assert (row["kind"], row["tests"], row["of"], row["examples"], row["streams"],
-            row["failing"], row["done"]) == ("fifo", 2, 4, 1_600, 1_600, 0, False)
+            row["failing"], row["done"]) == ("fifo", 2, 5, 1_600, 1_600, 0, False)
     assert row["per_test"][node]["streams"] == 1_000
