@@ -42,7 +42,7 @@ class StreamFIFO(wiring.Component):
       (:meth:`_storage_and_output`). With ``block_ram=True`` the storage is always block RAM
       (``ram_style = "block"``), however small: a wide beat then costs block RAMs instead of
       two registers and a multiplexer per bit (a 4x4 int8 tile's 132-bit beat: 9
-      ``SB_RAM40_4K`` instead of about 400 logic cells on a UP5K).
+      ``SB_RAM40_4K`` instead of about 370 logic cells on a UP5K).
 
     A two-entry FIFO (``buffered=False``) of a beat, a :class:`~amaranth.lib.data.StructLayout`
     with a ``data`` field of 8 bits or more, keeps ``data`` apart from the other fields: two
