@@ -7,7 +7,7 @@ inputs that miss it, and what to change is which decisions they come from. Usage
     python benchmarks/slow_paths.py build/gemv-up5k [--mhz 60] [--unit memory] [--show 30] [--seed N]
 
 times the routed design of the build's median seed (or of ``--seed``, whose SDF a build writes
-while it runs) again from its SDF
+while it runs; a seed without one is an error naming the SDFs the folder has) again from its SDF
 (``stepforge.boards.sta``), prints the inputs slower than ``1000 / mhz`` ns by the unit of their
 register, then one line per group (start register -> end register: inputs, worst delay, cells
 on its path, both registers included), worst first. Only the median seed's SDF is kept by a
@@ -38,7 +38,12 @@ def main(argv=None):
     seed = args.seed
     if seed is None:
         seed = json.loads((out / "build.json").read_text())["median_seed"]
-    timing = analyse(*read_sdf(out / f"seed{seed}.sdf"))
+    sdf = out / f"seed{seed}.sdf"
+    if not sdf.is_file():
+        kept = sorted(p.stem for p in out.glob("seed*.sdf"))
+        parser.error(f"{sdf} does not exist: a build keeps only its median seed's SDF "
+                     f"({', '.join(kept) or 'none here'})")
+    timing = analyse(*read_sdf(sdf))
     module = load_module(out / "synth.json", "top")
     for prefix in ("link.system.", "dut.", ""):
         units = instances(module, prefix)
