@@ -143,6 +143,12 @@ def block_rams(width, rows, family):
     return min(-(-width // bits) * -(-rows // deep) for bits, deep in shapes)
 
 
+def fifo_storage_name(edge):
+    """What holds an edge FIFO's beats: ``"block RAM"``, ``"buffered"`` (a buffered queue whose
+    storage Yosys maps as it sees fit) or ``"registers"``."""
+    return "block RAM" if edge.block_ram else "buffered" if edge.buffered else "registers"
+
+
 def fifo_storage(fifos, config):
     """``[(depth, block_ram)]`` of edge FIFOs given as ``[(width, depth)]`` (beat bits,
     entries).
@@ -287,8 +293,7 @@ class HardwareGraph:
                        "memory": [p for p, _ in u.memory], "sink": u.sink} for u in self.units],
             "fifos": [{"id": e.eid, "stream": e.name, "src": list(e.src), "dst": list(e.dst),
                        "depth": e.depth, "width": e.layout.size,
-                       "storage": ("block RAM" if e.block_ram else
-                                   "buffered" if e.buffered else "registers"),
+                       "storage": fifo_storage_name(e),
                        "shape": fmt_shape(e.stream.shape), "element": repr(e.stream.dtype)}
                       for e in self.edges],
             "metrics": {"offchip_read": str(m.offchip_read), "offchip_write": str(m.offchip_write),
