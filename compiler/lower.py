@@ -125,9 +125,20 @@ class EdgeInstance:
 
     @property
     def buffered(self):
-        """Whether the FIFO is a buffered queue: a beat is offered two cycles after its push,
-        not one (deep FIFOs and block-RAM FIFOs)."""
-        return self.block_ram or self.depth >= BUFFERED_DEPTH
+        """Whether the FIFO is a buffered queue (:func:`buffered_queue`)."""
+        return buffered_queue(self.depth, self.block_ram)
+
+    @property
+    def storage(self):
+        """What holds the FIFO's beats: ``"block RAM"``, ``"buffered"`` (a buffered queue whose
+        storage Yosys maps as it sees fit) or ``"registers"``."""
+        return "block RAM" if self.block_ram else "buffered" if self.buffered else "registers"
+
+
+def buffered_queue(depth, block_ram):
+    """Whether an edge FIFO of ``depth`` entries is a buffered queue, whose beat is offered two
+    cycles after its push, not one: a deep FIFO, or one in block RAM."""
+    return block_ram or depth >= BUFFERED_DEPTH
 
 
 #: One block RAM's organizations ``(data bits, rows)`` by family: ``SB_RAM40_4K`` (also the
@@ -143,23 +154,18 @@ def block_rams(width, rows, family):
     return min(-(-width // bits) * -(-rows // deep) for bits, deep in shapes)
 
 
-def fifo_storage_name(edge):
-    """What holds an edge FIFO's beats: ``"block RAM"``, ``"buffered"`` (a buffered queue whose
-    storage Yosys maps as it sees fit) or ``"registers"``."""
-    return "block RAM" if edge.block_ram else "buffered" if edge.buffered else "registers"
-
-
 def fifo_storage(fifos, config):
-    """``[(depth, block_ram)]`` of edge FIFOs given as ``[(width, depth)]`` (beat bits,
-    entries).
+    """``[(depth, blocks)]`` of edge FIFOs given as ``[(width, depth)]`` (beat bits, entries):
+    ``blocks`` is the block RAMs a FIFO takes, 0 when it is not in block RAM.
 
     A FIFO of 2 entries or more whose beats are at least ``config.fifo_block_ram_width`` bits
     wide goes to block RAM, with at least :data:`BLOCK_RAM_DEPTH` entries (so that it moves a
     beat a cycle; the entries cost nothing there), the widest first while the FIFOs take at
     most ``config.fifo_block_rams`` block RAMs in all (a buffered queue of ``depth`` entries
     stores ``depth - 1``; :func:`block_rams`). Any other FIFO keeps its depth."""
-    limit, budget = config.fifo_block_ram_width, config.fifo_block_rams
-    out = [(depth, False) for _, depth in fifos]
+    limit = config.fifo_block_ram_width
+    left = math.inf if config.fifo_block_rams is None else config.fifo_block_rams
+    out = [(depth, 0) for _, depth in fifos]
     if limit is None:
         return out
     wide = sorted((k for k, (w, d) in enumerate(fifos) if d >= 2 and w >= limit),
@@ -168,9 +174,9 @@ def fifo_storage(fifos, config):
         width, depth = fifos[k]
         depth = max(depth, BLOCK_RAM_DEPTH)
         cost = block_rams(width, depth - 1, config.family)
-        if budget is None or cost <= budget:
-            out[k] = (depth, True)
-            budget = None if budget is None else budget - cost
+        if cost <= left:
+            out[k] = (depth, cost)
+            left -= cost
     return out
 
 
@@ -293,7 +299,7 @@ class HardwareGraph:
                        "memory": [p for p, _ in u.memory], "sink": u.sink} for u in self.units],
             "fifos": [{"id": e.eid, "stream": e.name, "src": list(e.src), "dst": list(e.dst),
                        "depth": e.depth, "width": e.layout.size,
-                       "storage": fifo_storage_name(e),
+                       "storage": e.storage,
                        "shape": fmt_shape(e.stream.shape), "element": repr(e.stream.dtype)}
                       for e in self.edges],
             "metrics": {"offchip_read": str(m.offchip_read), "offchip_write": str(m.offchip_write),
@@ -741,17 +747,16 @@ def lower(program, config=None, *, depths=None, memory_slack_bytes=0, tiling="au
     storage = fifo_storage([(lay.size, sizes[s]) for lay, s in zip(layouts, program.streams)],
                            config)
     # the manifest's record: which FIFOs went to block RAM, their depth and block RAMs
-    sizing["block_ram"] = {s.name: {"depth": d, "block_rams": block_rams(lay.size, d - 1,
-                                                                         config.family)}
-                           for s, lay, (d, b) in zip(program.streams, layouts, storage) if b}
+    sizing["block_ram"] = {s.name: {"depth": d, "block_rams": n}
+                           for s, (d, n) in zip(program.streams, storage) if n}
     edges = []
-    for s, layout, (depth, block_ram) in zip(program.streams, layouts, storage):
+    for s, layout, (depth, blocks) in zip(program.streams, layouts, storage):
         (reader, index), = cons[s]
         src = by_node[s.node]
         dst = by_node[reader]
         edges.append(EdgeInstance(len(edges), s, (src.name, s.node.output_names[s.port]),
                                   (dst.name, reader.input_names[index]), layout, depth,
-                                  block_ram))
+                                  blocks > 0))
     return HardwareGraph(program, config, geometry, units, edges, tensors, streams_in,
                          streams_out, memory_bytes, note, sizing, found)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..compiler.errors import StepError
-from ..compiler.lower import BUFFERED_DEPTH
+from ..compiler.lower import buffered_queue
 from ..compiler.ops.feedback import feedbacks
 from ..compiler.ops.memory import Bufferize, Streamify
 from ..sim.ref.interpreter import run
@@ -185,9 +185,8 @@ def build(hw, ref, timing=None, depths=None):
             if info is None:
                 info = framed[shape] = shape_beats(shape)
         depth = depths.get(name, ei.depth)
-        # (a buffered queue offers a beat a cycle later: ``EdgeInstance.buffered``)
-        lag = int(ei.block_ram or depth >= BUFFERED_DEPTH)
-        e = Edge(name, info.n, depth, info, lag=lag)
+        # (a buffered queue offers a beat a cycle later)
+        e = Edge(name, info.n, depth, info, lag=int(buffered_queue(depth, ei.block_ram)))
         edges[name] = e
         by_stream[ei.stream] = e
     ins = {u.name: {} for u in hw.units}

@@ -6,7 +6,6 @@ import numpy as np
 
 from .boards.host import LinkError
 from .boards.host.run import SIM, board_run
-from .compiler.lower import fifo_storage_name
 from .compiler.metrics import bind, metrics
 from .compiler.types import Tile
 from .contract.tokens import is_stop, to_beats
@@ -221,7 +220,7 @@ def check_and_report(program, tensors, inputs, res, *, speed=None, out=print):
     if unit_rows:
         out("")
         out(table(unit_rows, ["unit", "hardware", "busy", "stalled in", "stalled out"]))
-    fifo_rows = [[e.name, e.depth, fifo_storage_name(e), res.csrs[f"fifo.{e.name}.high_water"]]
+    fifo_rows = [[e.name, e.depth, e.storage, res.csrs[f"fifo.{e.name}.high_water"]]
                  for e in res.hw.edges if f"fifo.{e.name}.high_water" in res.csrs]
     if fifo_rows:
         out("")

@@ -180,9 +180,8 @@ def test_fifo_storage_takes_the_widest_within_the_budget():
     fifos = [(132, 2), (127, 2), (1287, 3), (131, 1), (200, 2), (140, 8), (130, 300)]
     # 1287 bits (81 blocks) and 200 bits (13) do not fit; 140 bits of 7 stored entries (9)
     # do, then 132 (9 more) would not; 130 bits of 299 entries would take 17
-    assert fifo_storage(fifos, cfg) == [(2, False), (2, False), (3, False), (1, False),
-                                        (2, False), (8, True), (300, False)]
+    assert fifo_storage(fifos, cfg) == [(2, 0), (2, 0), (3, 0), (1, 0), (2, 0), (8, 9), (300, 0)]
     assert fifo_storage(fifos, cfg.replace(fifo_block_rams=None)) == [
-        (3, True), (2, False), (3, True), (1, False), (3, True), (8, True), (300, True)]
+        (3, 9), (2, 0), (3, 81), (1, 0), (3, 13), (8, 9), (300, 17)]
     assert fifo_storage(fifos, cfg.replace(fifo_block_ram_width=None)) == [
-        (d, False) for _, d in fifos]
+        (d, 0) for _, d in fifos]
